@@ -9,13 +9,13 @@ import (
 // returns wraps exactly one of them; handlers map them to statuses in one
 // place (handlers/middleware). The comment names the HTTP status.
 var (
-	ErrNotFound    = errors.New("not found")             // 404
-	ErrConflict    = errors.New("conflict")              // 409
-	ErrInvalid     = errors.New("invalid")               // 400
-	ErrForbidden   = errors.New("forbidden")             // 403
-	ErrUnsupported = errors.New("unsupported")           // 400: refused, retrying cannot help
-	ErrFailed      = errors.New("backend failed")        // 502: the backend tried and failed
-	ErrUnavailable = errors.New("backend unavailable")   // 503: the backend cannot be reached
+	ErrNotFound    = errors.New("not found")              // 404
+	ErrConflict    = errors.New("conflict")               // 409
+	ErrInvalid     = errors.New("invalid")                // 400
+	ErrForbidden   = errors.New("forbidden")              // 403
+	ErrUnsupported = errors.New("unsupported")            // 400: refused, retrying cannot help
+	ErrFailed      = errors.New("backend failed")         // 502: the backend tried and failed
+	ErrUnavailable = errors.New("backend unavailable")    // 503: the backend cannot be reached
 	ErrTimeout     = errors.New("backend did not answer") // 503, a kind of ErrUnavailable
 )
 
