@@ -1,0 +1,229 @@
+// Package instances is the use case behind every surface's VM lifecycle:
+// resolve what the caller named, validate, run the change as a task on the
+// right backend, refresh that context, and keep the registry in step.
+package instances
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/corral-dev/corral/app/fleet"
+	"github.com/corral-dev/corral/app/tasks"
+	"github.com/corral-dev/corral/backends"
+	"github.com/corral-dev/corral/store"
+)
+
+// Registry is the slice of the store the service keeps in step.
+type Registry interface {
+	EnsureInstance(ctx context.Context, ref string) (store.Instance, error)
+	DeleteInstance(ctx context.Context, ref string) error
+}
+
+// Service runs instance operations. Handlers of every surface call it.
+type Service struct {
+	fleet    *fleet.Fleet
+	tasks    *tasks.Manager
+	registry Registry
+	log      *slog.Logger
+}
+
+// New returns a Service.
+func New(f *fleet.Fleet, t *tasks.Manager, r Registry, log *slog.Logger) *Service {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Service{fleet: f, tasks: t, registry: r, log: log}
+}
+
+// Fleet returns the fleet the service works on.
+func (s *Service) Fleet() *fleet.Fleet { return s.fleet }
+
+// resolve turns text into a reference and its backend.
+func (s *Service) resolve(text string) (backends.InstanceRef, backends.Backend, error) {
+	ref, err := s.fleet.Snapshot().Resolve(text)
+	if err != nil {
+		return ref, nil, err
+	}
+	b, err := s.fleet.Backend(ref)
+	return ref, b, err
+}
+
+// Get returns the instance as its backend reports it now.
+func (s *Service) Get(ctx context.Context, text string) (backends.Instance, error) {
+	ref, b, err := s.resolve(text)
+	if err != nil {
+		return backends.Instance{}, err
+	}
+	cctx, cancel := s.fleet.CallContext(ctx)
+	defer cancel()
+	in, err := b.Get(cctx, ref)
+	return in, timeout(err, cctx, ref)
+}
+
+// timeout turns a call cut short by the per-context timeout into an
+// Unavailable error naming the context.
+func timeout(err error, ctx context.Context, ref backends.InstanceRef) error {
+	if err != nil && backends.KindOf(err) == nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return backends.Unavailable(ref.ContextKey(), err)
+	}
+	return err
+}
+
+// Power performs action on the instance named by text as a task and
+// waits for it.
+func (s *Service) Power(ctx context.Context, o tasks.Origin, text, action string) (store.Task, error) {
+	spec := tasks.Spec{Action: action, Target: text, Origin: o}
+	a, err := backends.ParseAction(action)
+	if err != nil {
+		return store.Task{}, s.tasks.Refused(ctx, spec, err)
+	}
+	ref, b, err := s.resolve(text)
+	if err != nil {
+		return store.Task{}, s.tasks.Refused(ctx, spec, err)
+	}
+	spec.Action, spec.Target = string(a), ref.String()
+	t, err := s.tasks.Do(ctx, spec, func(ctx context.Context, r *tasks.Run) error {
+		r.Logf("%s %s", a, ref)
+		cctx, cancel := s.fleet.CallContext(ctx)
+		defer cancel()
+		if err := b.Power(cctx, ref, a); err != nil {
+			return timeout(err, cctx, ref)
+		}
+		r.Logf("%s: done", a)
+		return nil
+	})
+	s.fleet.RefreshContext(context.WithoutCancel(ctx), ref.ContextKey())
+	return t, err
+}
+
+// Delete removes the instance and its registry entry as a task.
+func (s *Service) Delete(ctx context.Context, o tasks.Origin, text string) (store.Task, error) {
+	spec := tasks.Spec{Action: "delete", Target: text, Origin: o}
+	ref, b, err := s.resolve(text)
+	if err != nil {
+		return store.Task{}, s.tasks.Refused(ctx, spec, err)
+	}
+	spec.Target = ref.String()
+	t, err := s.tasks.Do(ctx, spec, func(ctx context.Context, r *tasks.Run) error {
+		r.Logf("delete %s", ref)
+		cctx, cancel := s.fleet.CallContext(ctx)
+		defer cancel()
+		if err := b.Delete(cctx, ref); err != nil {
+			return timeout(err, cctx, ref)
+		}
+		if err := s.registry.DeleteInstance(ctx, ref.String()); err != nil {
+			s.log.Error("instances: registry entry left behind", "ref", ref.String(), "err", err)
+		}
+		r.Logf("deleted")
+		return nil
+	})
+	s.fleet.RefreshContext(context.WithoutCancel(ctx), ref.ContextKey())
+	return t, err
+}
+
+// CreateRequest is what a caller asks for. Sizes are text as typed.
+type CreateRequest struct {
+	Context   string // context key, e.g. "libvirt/test"; optional with one context
+	Name      string
+	Namespace string
+	CPUs      int
+	Memory    string // default 1Gi
+	Disk      string // default 10Gi
+	Image     string
+	Tags      []string
+	Start     bool
+}
+
+// Create validates req, then creates the instance in a background task. It
+// returns the task and the reference the instance will have. Bad input is
+// an Invalid error before any task starts.
+func (s *Service) Create(ctx context.Context, o tasks.Origin, req CreateRequest) (store.Task, backends.InstanceRef, error) {
+	spec := tasks.Spec{Action: "create", Target: req.Name, Origin: o}
+	bs, err := s.validate(req)
+	if err != nil {
+		return store.Task{}, backends.InstanceRef{}, s.tasks.Refused(ctx, spec, err)
+	}
+	b := s.pickContext(req.Context)
+	ref := backends.InstanceRef{Backend: b.Kind(), Context: b.Context(), Namespace: bs.Namespace, Name: bs.Name}
+	spec.Target = ref.String()
+	t, err := s.tasks.Start(ctx, spec, func(ctx context.Context, r *tasks.Run) error {
+		r.Logf("create %s: %d CPU, %s memory, %s disk", ref, bs.CPUs, backends.FormatMiB(bs.MemoryMiB, 0), backends.FormatMiB(bs.DiskMiB, 0))
+		r.Progress(10)
+		cctx, cancel := s.fleet.CallContext(ctx)
+		defer cancel()
+		in, err := b.Create(cctx, bs)
+		if err != nil {
+			return timeout(err, cctx, ref)
+		}
+		r.Progress(80)
+		if _, err := s.registry.EnsureInstance(ctx, in.Ref.String()); err != nil {
+			s.log.Error("instances: registry entry not written", "ref", in.Ref.String(), "err", err)
+		}
+		s.fleet.RefreshContext(ctx, ref.ContextKey())
+		r.Logf("created %s (%s)", in.Ref, in.State)
+		return nil
+	})
+	return t, ref, err
+}
+
+func (s *Service) validate(req CreateRequest) (backends.Spec, error) {
+	var errs []string
+	if req.Name == "" {
+		errs = append(errs, "name is required")
+	}
+	spec := backends.Spec{Name: req.Name, Namespace: req.Namespace, Type: backends.TypeVM, CPUs: req.CPUs, Image: req.Image, Tags: req.Tags, Start: req.Start}
+	if spec.CPUs == 0 {
+		spec.CPUs = 1
+	}
+	if spec.CPUs < 0 || spec.CPUs > 512 {
+		errs = append(errs, fmt.Sprintf("cpu %d is out of range: accepted are 1 to 512", req.CPUs))
+	}
+	for _, sz := range []struct {
+		field, text, def string
+		dst              *int64
+	}{{"mem", req.Memory, "1Gi", &spec.MemoryMiB}, {"disk", req.Disk, "10Gi", &spec.DiskMiB}} {
+		text := sz.text
+		if text == "" {
+			text = sz.def
+		}
+		n, err := backends.ParseSize(text)
+		if err != nil {
+			errs = append(errs, sz.field+": "+backends.SafeMessage(err))
+			continue
+		}
+		*sz.dst = n.MiBCeil()
+	}
+	if _, err := s.contextFor(req.Context); err != nil {
+		errs = append(errs, backends.SafeMessage(err))
+	}
+	if len(errs) > 0 {
+		return spec, backends.Invalidf("%s", strings.Join(errs, "; "))
+	}
+	return spec, nil
+}
+
+func (s *Service) pickContext(key string) backends.Backend {
+	b, _ := s.contextFor(key)
+	return b
+}
+
+// contextFor returns the backend for a context key; an empty key is
+// accepted when exactly one context is configured.
+func (s *Service) contextFor(key string) (backends.Backend, error) {
+	all := s.fleet.Backends()
+	var keys []string
+	for _, b := range all {
+		k := backends.ContextKey("", b.Kind(), b.Context())
+		if k == key || key == "" && len(all) == 1 {
+			return b, nil
+		}
+		keys = append(keys, k)
+	}
+	if key == "" {
+		return nil, backends.Invalidf("context is required: accepted are %s", strings.Join(keys, ", "))
+	}
+	return nil, backends.Invalidf("context %q is not configured: accepted are %s", key, strings.Join(keys, ", "))
+}
