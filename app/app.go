@@ -1,0 +1,210 @@
+// Package app is the composition root: it builds the store, the backends,
+// the use cases and the HTTP server from a Config, and is the one package
+// that imports everything. The use-case packages under app/ never import
+// handlers or views.
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	"github.com/klauspost/compress/gzhttp"
+
+	"github.com/corral-dev/corral/app/fleet"
+	"github.com/corral-dev/corral/app/instances"
+	"github.com/corral-dev/corral/app/tasks"
+	"github.com/corral-dev/corral/backends"
+	"github.com/corral-dev/corral/backends/libvirt"
+	"github.com/corral-dev/corral/backends/sim"
+	"github.com/corral-dev/corral/handlers/api"
+	"github.com/corral-dev/corral/handlers/middleware"
+	"github.com/corral-dev/corral/handlers/ui"
+	"github.com/corral-dev/corral/static"
+	"github.com/corral-dev/corral/store"
+)
+
+// App is a built Corral server.
+type App struct {
+	cfg       Config
+	log       *slog.Logger
+	Store     *store.Store
+	Fleet     *fleet.Fleet
+	Tasks     *tasks.Manager
+	Instances *instances.Service
+	handler   http.Handler
+	closers   []func() error
+	cancel    context.CancelFunc
+}
+
+// DemoContexts names the simulated contexts of --demo.
+var DemoContexts = []string{"lab", "prod", "edge"}
+
+// New builds the application: it opens the store (applying migrations),
+// marks tasks a previous run left running as interrupted, and builds the
+// fleet from the configured contexts.
+func New(ctx context.Context, cfg Config) (*App, error) {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	path, err := store.DefaultPath(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	st, err := store.Open(ctx, path, store.Options{})
+	if err != nil {
+		return nil, err
+	}
+	a := &App{cfg: cfg, log: log, Store: st}
+	a.closers = append(a.closers, st.Close)
+	a.Tasks = tasks.New(st, tasks.Options{Logger: log})
+	if ids, err := a.Tasks.Recover(ctx); err != nil {
+		a.Close()
+		return nil, fmt.Errorf("app: recover tasks: %w", err)
+	} else if len(ids) > 0 {
+		log.Warn("app: tasks interrupted by the last stop", "tasks", ids)
+	}
+	a.Fleet = fleet.New(fleet.Options{Interval: cfg.RefreshInterval, Timeout: cfg.ContextTimeout, Logger: log})
+	if err := a.addContexts(ctx); err != nil {
+		a.Close()
+		return nil, err
+	}
+	a.Instances = instances.New(a.Fleet, a.Tasks, st, log)
+	assets, err := static.New()
+	if err != nil {
+		a.Close()
+		return nil, fmt.Errorf("app: static assets: %w", err)
+	}
+	a.handler = a.routes(assets)
+	log.Info("app: ready", "database", path, "contexts", len(a.Fleet.Backends()))
+	return a, nil
+}
+
+// addContexts adds the demo fleet, the contexts stored in the database and
+// those given by flags.
+func (a *App) addContexts(ctx context.Context) error {
+	if a.cfg.Demo {
+		n := len(DemoContexts)
+		for i, name := range DemoContexts {
+			size := a.cfg.DemoSize / n
+			if i < a.cfg.DemoSize%n {
+				size++
+			}
+			if err := a.Fleet.Add(sim.New(sim.Options{Context: name, Size: size})); err != nil {
+				return err
+			}
+		}
+		// A real backend beside the simulated ones: libvirt's built-in test
+		// driver. Where libvirt is not installed it shows as unavailable.
+		a.cfg.Libvirt = append(a.cfg.Libvirt, "demo=test:///default")
+	}
+	stored, err := a.Store.Contexts(ctx)
+	if err != nil {
+		return err
+	}
+	specs := map[string]string{}
+	for _, c := range stored {
+		if c.Backend != string(backends.KindLibvirt) {
+			a.log.Warn("app: stored context of a backend this server does not build yet", "backend", c.Backend, "name", c.Name)
+			continue
+		}
+		var conf struct {
+			URI string `json:"uri"`
+		}
+		if err := json.Unmarshal([]byte(c.Config), &conf); err != nil || conf.URI == "" {
+			return fmt.Errorf("app: stored context libvirt/%s has no uri", c.Name)
+		}
+		specs[c.Name] = conf.URI
+	}
+	for _, l := range a.cfg.Libvirt {
+		name, uri, _ := strings.Cut(l, "=")
+		specs[name] = uri
+	}
+	for name, uri := range specs {
+		b := libvirt.New(libvirt.Options{Context: name, URI: uri})
+		a.closers = append(a.closers, b.Close)
+		if err := a.Fleet.Add(b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (a *App) routes(assets *static.Assets) http.Handler {
+	r := chi.NewRouter()
+	r.Use(middleware.RequestID, middleware.Log(a.log))
+	r.Handle("/static/*", assets.Handler())
+	compress, err := gzhttp.NewWrapper(gzhttp.ExceptContentTypes([]string{"text/event-stream"}))
+	if err != nil {
+		panic(err) // the options are constant: a failure is a programming error
+	}
+	r.Group(func(r chi.Router) {
+		r.Use(func(h http.Handler) http.Handler { return compress(h) })
+		api.MountHealth(r, api.HealthDeps{Store: a.Store})
+		r.Route("/api", func(r chi.Router) {
+			api.Mount(r, api.Deps{Instances: a.Instances, Fleet: a.Fleet, Tasks: a.Tasks, Log: a.log})
+		})
+		ui.Mount(r, ui.Deps{Instances: a.Instances, Fleet: a.Fleet, Tasks: a.Tasks, Assets: assets, Log: a.log})
+	})
+	return r
+}
+
+// Handler returns the HTTP handler of every surface.
+func (a *App) Handler() http.Handler { return a.handler }
+
+// Start runs the background loops (the fleet refresh) until ctx ends or
+// Close is called. It returns at once.
+func (a *App) Start(ctx context.Context) {
+	ctx, cancel := context.WithCancel(ctx)
+	a.cancel = cancel
+	go a.Fleet.Run(ctx)
+}
+
+// Serve starts the background loops and serves HTTP on cfg.Addr until ctx
+// ends, then shuts down gracefully.
+func (a *App) Serve(ctx context.Context) error {
+	ln, err := net.Listen("tcp", a.cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("app: listen: %w", err)
+	}
+	a.Start(ctx)
+	srv := &http.Server{Handler: a.handler, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelWarn)}
+	a.log.Info("app: serving", "addr", ln.Addr().String())
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return nil
+}
+
+// Close stops the background loops and tasks and closes what New opened.
+func (a *App) Close() error {
+	if a.cancel != nil {
+		a.cancel()
+	}
+	if a.Tasks != nil {
+		a.Tasks.Close()
+	}
+	var errs []error
+	for i := len(a.closers) - 1; i >= 0; i-- {
+		errs = append(errs, a.closers[i]())
+	}
+	return errors.Join(errs...)
+}

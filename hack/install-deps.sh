@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs, from Debian's packages, what the tests need and the machine
+# lacks. Idempotent: a package already installed is not fetched again.
+set -euo pipefail
+pkgs=(
+  libvirt0        # libvirt.so.0, dlopened by backends/libvirt (test:///default driver)
+  chromium        # the browser tests (driven by playwright-core)
+  nodejs npm      # npm ci for the front-end packages and playwright-core
+  ca-certificates
+)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+# Node may come from outside Debian on this machine; then npm is there too.
+if command -v node >/dev/null && command -v npm >/dev/null; then
+  missing=("${missing[@]/nodejs}"); missing=("${missing[@]/npm}")
+fi
+read -ra missing <<<"${missing[*]}"
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install-deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+echo "install-deps: ok"

@@ -1,0 +1,34 @@
+package ui
+
+import (
+	"net/http"
+
+	"github.com/corral-dev/corral/handlers/middleware"
+	"github.com/corral-dev/corral/views"
+)
+
+// renderError answers a failed request. htmx 4 swaps 4xx and 5xx
+// responses, so an htmx request gets the error partial aimed at #flash
+// with HX-Retarget and HX-Reswap, whatever its own target was; a plain
+// request gets the full error page. The message is the safe one from
+// middleware.Public, never the error's own text.
+func (s *server) renderError(w http.ResponseWriter, r *http.Request, err error) {
+	status, msg := middleware.Public(s.Log, r, err)
+	e := views.ErrorView{Status: status, StatusText: http.StatusText(status), Message: msg}
+	h := w.Header()
+	h.Del("HX-Trigger")
+	h.Del("HX-Push-Url")
+	var rerr error
+	if isHTMX(r) {
+		h.Set("HX-Retarget", "#flash")
+		h.Set("HX-Reswap", "innerHTML")
+		rerr = render(w, r, status, views.ErrorPartial(e), "")
+	} else {
+		e.Page = views.Page{Title: e.StatusText, Assets: s.assetURLs(), Self: r.URL.RequestURI()}
+		rerr = render(w, r, status, views.ErrorPage(e), "")
+	}
+	if rerr != nil {
+		s.Log.Error("ui: error page failed to render", "request_id", middleware.RequestIDFrom(r.Context()), "err", rerr)
+		http.Error(w, msg, status)
+	}
+}

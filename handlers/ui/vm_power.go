@@ -1,0 +1,55 @@
+package ui
+
+import (
+	"net/http"
+
+	"github.com/corral-dev/corral/backends"
+	"github.com/corral-dev/corral/handlers/middleware"
+	"github.com/corral-dev/corral/views"
+)
+
+// tasksChanged is the HX-Trigger event after a mutation: the activity
+// panel listens for it (the SSE stream says the same a moment later).
+const tasksChanged = "corral:tasks"
+
+// vmPost is POST /vm/{ref}/{action}: a power action, or delete after its
+// confirmation step.
+func (s *server) vmPost(w http.ResponseWriter, r *http.Request) error {
+	text, action, err := vmPath(r)
+	if err != nil {
+		return err
+	}
+	switch action {
+	case "":
+		return backends.NotFoundf("no action named in the path")
+	case "delete":
+		return s.vmDelete(w, r, text)
+	}
+	return s.vmPower(w, r, text, action)
+}
+
+// vmPower runs the action as a task and waits for it. With htmx it
+// answers the updated #summary and tells the page the tasks changed;
+// without, it redirects (303) back to the instance page.
+func (s *server) vmPower(w http.ResponseWriter, r *http.Request, text, action string) error {
+	t, err := s.Instances.Power(r.Context(), middleware.Origin(r, "dashboard"), text, action)
+	if err != nil {
+		return err
+	}
+	ref, err := backends.ParseRef(t.Target)
+	if err != nil {
+		return err
+	}
+	if !isHTMX(r) {
+		http.Redirect(w, r, vmURL(ref), http.StatusSeeOther)
+		return nil
+	}
+	in, err := s.Instances.Get(r.Context(), ref.String())
+	if err != nil {
+		return err
+	}
+	sum := summary(in)
+	sum.Notice = actionLabels[backends.Action(t.Action)] + ": done."
+	w.Header().Set("HX-Trigger", tasksChanged)
+	return render(w, r, http.StatusOK, views.SummaryView(sum), "")
+}

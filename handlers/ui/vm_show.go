@@ -1,0 +1,92 @@
+package ui
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/corral-dev/corral/backends"
+	"github.com/corral-dev/corral/views"
+)
+
+// vmGet is GET /vm/{ref} (the instance page) and GET /vm/{ref}/delete
+// (the confirmation step of a delete).
+func (s *server) vmGet(w http.ResponseWriter, r *http.Request) error {
+	text, action, err := vmPath(r)
+	if err != nil {
+		return err
+	}
+	switch action {
+	case "":
+		return s.vmShow(w, r, text)
+	case "delete":
+		return s.vmDeleteConfirm(w, r, text)
+	}
+	return backends.NotFoundf("no dashboard page at this path")
+}
+
+func (s *server) vmShow(w http.ResponseWriter, r *http.Request, text string) error {
+	in, err := s.Instances.Get(r.Context(), text)
+	if err != nil {
+		return err
+	}
+	frag := fragmentFor(r, "summary", "summary")
+	v := views.VM{Page: s.page(r.Context(), r, in.Ref.Name, frag), Summary: summary(in)}
+	return render(w, r, http.StatusOK, views.VMPage(v), frag)
+}
+
+// powerActions lists the actions that make sense in each state, in the
+// order the page shows them.
+var powerActions = map[backends.State][]backends.Action{
+	backends.StateStopped: {backends.ActionStart},
+	backends.StateRunning: {backends.ActionShutdown, backends.ActionStop, backends.ActionRestart, backends.ActionPause},
+	backends.StatePaused:  {backends.ActionResume, backends.ActionStop},
+	backends.StateUnknown: {backends.ActionStop},
+}
+
+var actionLabels = map[backends.Action]string{
+	backends.ActionStart:    "Start",
+	backends.ActionShutdown: "Shut down",
+	backends.ActionStop:     "Power off",
+	backends.ActionRestart:  "Restart",
+	backends.ActionPause:    "Pause",
+	backends.ActionResume:   "Resume",
+}
+
+// summary formats an instance for the #summary region.
+func summary(in backends.Instance) views.Summary {
+	u := vmURL(in.Ref)
+	s := views.Summary{
+		Name:      in.Ref.Name,
+		Ref:       in.Ref.String(),
+		URL:       u,
+		State:     string(in.State),
+		Type:      string(in.Type),
+		CPU:       strconv.Itoa(in.CPUs),
+		Memory:    backends.FormatMiB(in.MemoryMiB, 0),
+		Disk:      backends.FormatMiB(in.DiskMiB, 0),
+		IP:        orDash(in.IP),
+		Node:      orDash(in.Node),
+		Tags:      in.Tags,
+		Backend:   string(in.Ref.Backend),
+		Context:   in.Ref.ContextKey(),
+		DeleteURL: u + "/delete",
+	}
+	if !in.Created.IsZero() {
+		s.Created = in.Created.UTC().Format("2006-01-02 15:04 UTC")
+	}
+	for _, a := range powerActions[in.State] {
+		class := ""
+		if a == backends.ActionStart || a == backends.ActionResume {
+			class = "primary"
+		}
+		s.Actions = append(s.Actions, views.PowerAction{Name: string(a), Label: actionLabels[a], URL: u + "/" + string(a), Class: class})
+	}
+	return s
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "—"
+	}
+	return s
+}

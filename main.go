@@ -1,0 +1,143 @@
+// Command corral is one web application over every place a team keeps
+// virtual machines and containers. `corral serve` runs the dashboard, the
+// REST API and the other surfaces; the other subcommands are thin callers
+// of the same core.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"syscall"
+
+	"github.com/corral-dev/corral/app"
+	"github.com/corral-dev/corral/store"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout)
+	stop()
+	if err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "corral:", err)
+		}
+		os.Exit(1)
+	}
+}
+
+const usage = `usage: corral COMMAND [flags]
+
+commands:
+  serve                       run the dashboard and the APIs (default :8006)
+  context list                list the contexts stored in the database
+  context add libvirt NAME URI
+  context rm BACKEND NAME
+  audit verify                check the audit log's hash chain
+  version                     print the version
+`
+
+func run(ctx context.Context, args []string, out io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(out, usage)
+		return errors.New("a command is required")
+	}
+	switch args[0] {
+	case "serve":
+		cfg, err := app.ParseServe(args[1:], os.Getenv)
+		if err != nil {
+			return err
+		}
+		a, err := app.New(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		defer a.Close()
+		return a.Serve(ctx)
+	case "version":
+		v := "devel"
+		if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+			v = bi.Main.Version
+		}
+		fmt.Fprintln(out, "corral", v)
+		return nil
+	case "context":
+		return contextCmd(ctx, args[1:], out)
+	case "audit":
+		if len(args) != 2 || args[1] != "verify" {
+			return errors.New("usage: corral audit verify")
+		}
+		st, err := openStore(ctx)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		n, err := st.VerifyAudit(ctx)
+		if err != nil {
+			return fmt.Errorf("audit log: %d rows intact before the break: %w", n, err)
+		}
+		fmt.Fprintf(out, "audit log intact: %d rows\n", n)
+		return nil
+	case "help", "-h", "--help":
+		fmt.Fprint(out, usage)
+		return nil
+	}
+	fmt.Fprint(os.Stderr, usage)
+	return fmt.Errorf("unknown command %q", args[0])
+}
+
+// openStore opens the database where `corral serve` would (CORRAL_DATA or
+// the user's data directory).
+func openStore(ctx context.Context) (*store.Store, error) {
+	path, err := store.DefaultPath(os.Getenv("CORRAL_DATA"))
+	if err != nil {
+		return nil, err
+	}
+	return store.Open(ctx, path, store.Options{})
+}
+
+func contextCmd(ctx context.Context, args []string, out io.Writer) error {
+	if len(args) == 0 {
+		return errors.New("usage: corral context list|add|rm")
+	}
+	st, err := openStore(ctx)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	switch {
+	case args[0] == "list" && len(args) == 1:
+		cs, err := st.Contexts(ctx)
+		if err != nil {
+			return err
+		}
+		for _, c := range cs {
+			fmt.Fprintf(out, "%s/%s\n", c.Backend, c.Name)
+		}
+		return nil
+	case args[0] == "add" && len(args) == 4 && args[1] == "libvirt":
+		conf, _ := json.Marshal(map[string]string{"uri": args[3]})
+		if err := st.PutContext(ctx, store.Context{Backend: "libvirt", Name: args[2], Config: string(conf)}); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "added libvirt/%s; restart corral serve to use it\n", args[2])
+		return nil
+	case args[0] == "add":
+		return errors.New("usage: corral context add libvirt NAME URI (libvirt is the only backend with stored contexts so far)")
+	case args[0] == "rm" && len(args) == 3:
+		if err := st.DeleteContext(ctx, args[1], args[2]); errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("no context %s/%s", args[1], args[2])
+		} else if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "removed %s/%s\n", args[1], args[2])
+		return nil
+	}
+	return errors.New("usage: corral context list | add libvirt NAME URI | rm BACKEND NAME")
+}

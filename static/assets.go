@@ -1,0 +1,198 @@
+// Package static embeds the dashboard's front-end files and serves them
+// under content-hashed paths: app.css and app.js from this folder, and the
+// pinned htmx files that `npm ci && npm run build` copies into dist/.
+//
+// A hashed path never changes meaning, so responses are cached for a year
+// (immutable); a new build gets new paths. Each file is compressed with
+// gzip and brotli once, at New, and the variant is chosen per request by
+// Accept-Encoding. A file missing because npm did not run has no path:
+// Path returns "" and the pages work without JavaScript.
+package static
+
+import (
+	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"mime"
+	"net/http"
+	"path"
+	"strings"
+
+	"github.com/andybalholm/brotli"
+)
+
+//go:embed all:dist app.css app.js
+var files embed.FS
+
+// Prefix is the URL path under which Handler serves the files.
+const Prefix = "/static/"
+
+// asset is one file with its precompressed variants.
+type asset struct {
+	url         string
+	contentType string
+	etag        string // quoted sha256 prefix of the content
+	raw, gz, br []byte // gz or br is nil when compression does not pay
+}
+
+// Assets serves the embedded files. It is immutable after New and safe for
+// concurrent use.
+type Assets struct {
+	byName map[string]*asset // "app.css", "htmx.min.js"
+	byURL  map[string]*asset // "/static/app.3f2a1b9c.css"
+}
+
+// New hashes and compresses every embedded file.
+func New() (*Assets, error) {
+	a := &Assets{byName: map[string]*asset{}, byURL: map[string]*asset{}}
+	err := fs.WalkDir(files, ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		name := path.Base(p)
+		if strings.HasPrefix(name, ".") {
+			return nil // dist/.gitkeep
+		}
+		data, err := files.ReadFile(p)
+		if err != nil {
+			return fmt.Errorf("static: %w", err)
+		}
+		as, err := newAsset(name, data)
+		if err != nil {
+			return err
+		}
+		a.byName[name] = as
+		a.byURL[as.url] = as
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+func newAsset(name string, data []byte) (*asset, error) {
+	sum := sha256.Sum256(data)
+	hash := hex.EncodeToString(sum[:])[:12]
+	ext := path.Ext(name)
+	ct := mime.TypeByExtension(ext)
+	if ct == "" {
+		ct = "application/octet-stream"
+	}
+	as := &asset{
+		url:         Prefix + strings.TrimSuffix(name, ext) + "." + hash + ext,
+		contentType: ct,
+		etag:        `"` + hash + `"`,
+		raw:         data,
+	}
+	var gz bytes.Buffer
+	zw, err := gzip.NewWriterLevel(&gz, gzip.BestCompression)
+	if err != nil {
+		return nil, fmt.Errorf("static: gzip %s: %w", name, err)
+	}
+	if _, err := zw.Write(data); err != nil {
+		return nil, fmt.Errorf("static: gzip %s: %w", name, err)
+	}
+	if err := zw.Close(); err != nil {
+		return nil, fmt.Errorf("static: gzip %s: %w", name, err)
+	}
+	var br bytes.Buffer
+	bw := brotli.NewWriterLevel(&br, brotli.BestCompression)
+	if _, err := bw.Write(data); err != nil {
+		return nil, fmt.Errorf("static: brotli %s: %w", name, err)
+	}
+	if err := bw.Close(); err != nil {
+		return nil, fmt.Errorf("static: brotli %s: %w", name, err)
+	}
+	if gz.Len() < len(data) {
+		as.gz = gz.Bytes()
+	}
+	if br.Len() < len(data) {
+		as.br = br.Bytes()
+	}
+	return as, nil
+}
+
+// Path returns the hashed URL of the named file ("app.css",
+// "htmx.min.js", "hx-sse.min.js"), or "" when it is not embedded.
+func (a *Assets) Path(name string) string {
+	if a == nil {
+		return ""
+	}
+	if as, ok := a.byName[name]; ok {
+		return as.url
+	}
+	return ""
+}
+
+// Handler serves the hashed paths. An unknown or stale hash is a 404: an
+// old page asking for an old file must not get a new one cached as old.
+func (a *Assets) Handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
+			return
+		}
+		as, ok := a.byURL[r.URL.Path]
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		body, enc := as.raw, ""
+		switch {
+		case as.br != nil && accepts(r, "br"):
+			body, enc = as.br, "br"
+		case as.gz != nil && accepts(r, "gzip"):
+			body, enc = as.gz, "gzip"
+		}
+		h := w.Header()
+		h.Set("Content-Type", as.contentType)
+		h.Set("Cache-Control", "public, max-age=31536000, immutable")
+		h.Add("Vary", "Accept-Encoding")
+		h.Set("X-Content-Type-Options", "nosniff")
+		etag := as.etag
+		if enc != "" {
+			h.Set("Content-Encoding", enc)
+			etag = strings.TrimSuffix(etag, `"`) + "-" + enc + `"`
+		}
+		h.Set("ETag", etag)
+		if match := r.Header.Get("If-None-Match"); match != "" && etagMatches(match, etag) {
+			w.WriteHeader(http.StatusNotModified)
+			return
+		}
+		h.Set("Content-Length", fmt.Sprint(len(body)))
+		if r.Method == http.MethodHead {
+			return
+		}
+		_, _ = w.Write(body)
+	})
+}
+
+// accepts reports whether the request's Accept-Encoding lists coding with
+// a non-zero quality.
+func accepts(r *http.Request, coding string) bool {
+	for _, part := range strings.Split(r.Header.Get("Accept-Encoding"), ",") {
+		name, params, _ := strings.Cut(strings.TrimSpace(part), ";")
+		if !strings.EqualFold(strings.TrimSpace(name), coding) {
+			continue
+		}
+		q := strings.ReplaceAll(strings.TrimSpace(params), " ", "")
+		return q != "q=0" && q != "q=0.0" && q != "q=0.00" && q != "q=0.000"
+	}
+	return false
+}
+
+func etagMatches(header, etag string) bool {
+	for _, t := range strings.Split(header, ",") {
+		t = strings.TrimPrefix(strings.TrimSpace(t), "W/")
+		if t == etag || t == "*" {
+			return true
+		}
+	}
+	return false
+}
