@@ -226,6 +226,15 @@ type ConsoleDialer interface {
 	DialConsole(ctx context.Context, ref InstanceRef, kind ConsoleKind) (net.Conn, error)
 }
 
+// Scrollback is implemented by console dialers that keep a log of an
+// instance's serial console, so a viewer who connects late sees what the
+// guest printed before.
+type Scrollback interface {
+	// SerialScrollback returns up to max bytes from the end of the serial
+	// log; an instance that never ran returns an empty slice.
+	SerialScrollback(ctx context.Context, ref InstanceRef, max int) ([]byte, error)
+}
+
 // Containers is implemented by backends that run CTs beside VMs.
 type Containers interface {
 	CreateContainer(ctx context.Context, spec Spec, image string, privileged bool) (Instance, error)

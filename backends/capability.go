@@ -34,6 +34,7 @@ var Capabilities = []Capability{
 	capability[Hotplugger]("hotplug", "stop the instance and attach the disk with the backend's own tools"),
 	capability[Tagger]("tag", "use folders, which work on every backend"),
 	capability[ConsoleDialer]("console", "connect with the backend's own console client"),
+	capability[Scrollback]("serial scrollback", "the console shows output from the moment it connects"),
 	capability[Containers]("container", "create a VM instead"),
 	capability[Doctor]("doctor", "check the backend with its own tools"),
 	capability[Watcher]("watch", "the inventory is refreshed on a timer instead"),
