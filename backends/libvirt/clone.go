@@ -19,7 +19,7 @@ import (
 // its source's disk images would corrupt both, and copying images is
 // virt-clone's job until Corral does it.
 func (b *Backend) Clone(ctx context.Context, ref backends.InstanceRef, target string) (backends.Instance, error) {
-	if err := validName("instance", target); err != nil {
+	if err := backends.ValidateName("instance", target); err != nil {
 		return backends.Instance{}, err
 	}
 	d, err := b.lookup(ctx, ref)

@@ -150,7 +150,7 @@ func (b *Backend) fail(op, name string, err error) error {
 }
 
 // lookup returns the domain ref names. Names are not checked against
-// validName here: domains defined outside Corral may use any name libvirt
+// backends.ValidateName here: domains defined outside Corral may use any name libvirt
 // accepts, and they must still be reachable. The caller frees the domain.
 func (b *Backend) lookup(ctx context.Context, ref backends.InstanceRef) (*libvirt.Domain, error) {
 	if ref.Backend != backends.KindLibvirt || ref.Context != b.opts.Context || ref.Peer != "" || ref.Namespace != "" || ref.Name == "" {
@@ -216,27 +216,11 @@ func (b *Backend) Get(ctx context.Context, ref backends.InstanceRef) (backends.I
 	return in, nil
 }
 
-// validName reports whether name may name a new domain or snapshot.
-// libvirt itself accepts almost any string, so the rule is Corral's: the
-// one Kubernetes uses, which is also safe in a file name and a URL.
-func validName(what, name string) error {
-	const rule = "use 1 to 63 lowercase letters, digits and dashes, starting with a letter or digit ([a-z0-9][a-z0-9-]*)"
-	if name == "" || len(name) > 63 {
-		return backends.Invalidf("%s name %q is not accepted: %s", what, name, rule)
-	}
-	for i, c := range name {
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' && i > 0) {
-			return backends.Invalidf("%s name %q is not accepted: %s", what, name, rule)
-		}
-	}
-	return nil
-}
-
 // Create implements backends.Backend. It defines a persistent domain, with
 // a new qcow2 disk in DataDir for hypervisor URIs, and starts it when the
 // spec asks.
 func (b *Backend) Create(ctx context.Context, spec backends.Spec) (backends.Instance, error) {
-	if err := validName("instance", spec.Name); err != nil {
+	if err := backends.ValidateName("instance", spec.Name); err != nil {
 		return backends.Instance{}, err
 	}
 	if spec.Namespace != "" {

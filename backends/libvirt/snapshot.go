@@ -57,7 +57,7 @@ func (b *Backend) Snapshots(ctx context.Context, ref backends.InstanceRef) ([]ba
 // snapshot, a running or paused one a crash-consistent one (nothing in
 // the guest is quiesced).
 func (b *Backend) CreateSnapshot(ctx context.Context, ref backends.InstanceRef, name string) (backends.Snapshot, error) {
-	if err := validName("snapshot", name); err != nil {
+	if err := backends.ValidateName("snapshot", name); err != nil {
 		return backends.Snapshot{}, err
 	}
 	d, err := b.lookup(ctx, ref)

@@ -177,24 +177,9 @@ func (b *Backend) Get(ctx context.Context, ref backends.InstanceRef) (backends.I
 	return clone(in.inst), nil
 }
 
-// ValidName reports whether name is acceptable: the rule Kubernetes and
-// libvirt agree on, so a simulated fleet refuses what a real one would.
-func ValidName(name string) error {
-	if name == "" || len(name) > 63 {
-		return backends.Invalidf("name %q must be 1 to 63 characters", name)
-	}
-	for i, c := range name {
-		ok := c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' && i > 0 && i < len(name)-1
-		if !ok {
-			return backends.Invalidf("name %q is not accepted: use lowercase letters, digits and inner dashes ([a-z0-9][a-z0-9-]*)", name)
-		}
-	}
-	return nil
-}
-
 // Create implements backends.Backend.
 func (b *Backend) Create(ctx context.Context, spec backends.Spec) (backends.Instance, error) {
-	if err := ValidName(spec.Name); err != nil {
+	if err := backends.ValidateName("instance", spec.Name); err != nil {
 		return backends.Instance{}, err
 	}
 	if err := b.enter(ctx, "create"); err != nil {

@@ -25,7 +25,7 @@ func (b *Backend) Snapshots(ctx context.Context, ref backends.InstanceRef) ([]ba
 // snapshots live, it reports crash consistency for a running instance and
 // offline for a stopped one.
 func (b *Backend) CreateSnapshot(ctx context.Context, ref backends.InstanceRef, name string) (backends.Snapshot, error) {
-	if err := ValidName(name); err != nil {
+	if err := backends.ValidateName("snapshot", name); err != nil {
 		return backends.Snapshot{}, err
 	}
 	if err := b.enter(ctx, "snapshot"); err != nil {
@@ -81,7 +81,7 @@ func (b *Backend) withSnapshot(ctx context.Context, ref backends.InstanceRef, na
 // Clone implements backends.Cloner: the source must be stopped, as on the
 // real backends.
 func (b *Backend) Clone(ctx context.Context, ref backends.InstanceRef, target string) (backends.Instance, error) {
-	if err := ValidName(target); err != nil {
+	if err := backends.ValidateName("instance", target); err != nil {
 		return backends.Instance{}, err
 	}
 	if err := b.enter(ctx, "clone"); err != nil {
