@@ -4,6 +4,8 @@
 set -euo pipefail
 pkgs=(
   libvirt0        # libvirt.so.0, dlopened by backends/libvirt (test:///default driver)
+  qemu-system-x86 qemu-utils  # backends/qemu: real guests under TCG, qemu-img
+  busybox-static xz-utils cpio file  # hack/build-guest.sh: the test guest's initramfs and kernel
   chromium        # the browser tests (driven by playwright-core)
   nodejs npm      # npm ci for the front-end packages and playwright-core
   ca-certificates

@@ -1,0 +1,76 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/corral-dev/corral/backends"
+	"github.com/corral-dev/corral/backends/libvirt"
+	"github.com/corral-dev/corral/backends/qemu"
+	"github.com/corral-dev/corral/backends/sim"
+)
+
+// DemoContexts names the simulated contexts of --demo.
+var DemoContexts = []string{"lab", "prod", "edge"}
+
+// addContexts adds the local QEMU context (always present), the demo
+// fleet, the contexts stored in the database and those given by flags.
+func (a *App) addContexts(ctx context.Context, dataDir string) error {
+	// local is always offered: VMs live under the data directory, and a host
+	// without QEMU shows the context as unavailable with the reason.
+	local, err := qemu.New(qemu.Options{Context: "local", Dir: filepath.Join(dataDir, "vms"), Accel: a.cfg.Accel, Logger: a.log})
+	if err != nil {
+		return fmt.Errorf("app: local context: %w", err)
+	}
+	if err := a.Fleet.Add(local); err != nil {
+		return err
+	}
+	if a.cfg.Demo {
+		n := len(DemoContexts)
+		for i, name := range DemoContexts {
+			size := a.cfg.DemoSize / n
+			if i < a.cfg.DemoSize%n {
+				size++
+			}
+			if err := a.Fleet.Add(sim.New(sim.Options{Context: name, Size: size})); err != nil {
+				return err
+			}
+		}
+		// A real backend beside the simulated ones: libvirt's built-in test
+		// driver. Where libvirt is not installed it shows as unavailable.
+		a.cfg.Libvirt = append(a.cfg.Libvirt, "demo=test:///default")
+	}
+	stored, err := a.Store.Contexts(ctx)
+	if err != nil {
+		return err
+	}
+	specs := map[string]string{}
+	for _, c := range stored {
+		if c.Backend != string(backends.KindLibvirt) {
+			a.log.Warn("app: stored context of a backend this server does not build yet", "backend", c.Backend, "name", c.Name)
+			continue
+		}
+		var conf struct {
+			URI string `json:"uri"`
+		}
+		if err := json.Unmarshal([]byte(c.Config), &conf); err != nil || conf.URI == "" {
+			return fmt.Errorf("app: stored context libvirt/%s has no uri", c.Name)
+		}
+		specs[c.Name] = conf.URI
+	}
+	for _, l := range a.cfg.Libvirt {
+		name, uri, _ := strings.Cut(l, "=")
+		specs[name] = uri
+	}
+	for name, uri := range specs {
+		b := libvirt.New(libvirt.Options{Context: name, URI: uri})
+		a.closers = append(a.closers, b.Close)
+		if err := a.Fleet.Add(b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
