@@ -19,6 +19,7 @@ import (
 	"github.com/klauspost/compress/gzhttp"
 
 	"github.com/corral-dev/corral/app/fleet"
+	"github.com/corral-dev/corral/app/images"
 	"github.com/corral-dev/corral/app/instances"
 	"github.com/corral-dev/corral/app/tasks"
 	"github.com/corral-dev/corral/handlers/api"
@@ -71,7 +72,8 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		a.Close()
 		return nil, err
 	}
-	a.Instances = instances.New(a.Fleet, a.Tasks, st, log)
+	a.Instances = instances.New(a.Fleet, a.Tasks, st, log,
+		instances.WithImages(&images.Resolver{Dir: filepath.Join(filepath.Dir(path), "images")}))
 	assets, err := static.New()
 	if err != nil {
 		a.Close()

@@ -82,6 +82,19 @@ type Spec struct {
 	Tags  []string
 	// Start asks the backend to start the instance once created.
 	Start bool
+	// CloudInit, when set, asks for a first-boot configuration (a NoCloud
+	// seed on backends that attach one). Backends without cloud-init
+	// support ignore it; the password is kept in Corral's registry.
+	CloudInit *CloudInit
+}
+
+// CloudInit is the first-boot configuration of a new instance.
+type CloudInit struct {
+	Password string   // the default user's password
+	SSHKeys  []string // authorized keys of the default user
+	// UserData replaces the generated user-data when set (a #cloud-config
+	// document or a script), verbatim.
+	UserData string
 }
 
 // Action is a power transition requested through Backend.Power.

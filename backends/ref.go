@@ -160,3 +160,48 @@ func unescape(s string) (string, error) {
 	}
 	return b.String(), nil
 }
+
+// SplitRefPath splits an escaped URL path tail such as
+// "libvirt/lab/-/web/snapshots/s1" into the instance as the caller typed it
+// and the sub-path after it ("snapshots/s1"). The instance is a canonical
+// reference (kept escaped, as ParseRef wants it) when the path starts with
+// "peer:" (five components) or with a backend kind Corral knows (four);
+// otherwise it is a bare name (one component, unescaped). Empty components
+// are refused.
+func SplitRefPath(p string) (ref, rest string, err error) {
+	p = strings.Trim(p, "/")
+	if p == "" {
+		return "", "", NotFoundf("no instance named in the path")
+	}
+	segs := strings.Split(p, "/")
+	for _, s := range segs {
+		if s == "" {
+			return "", "", Invalidf("the path %q has an empty component", p)
+		}
+	}
+	n := 1
+	switch {
+	case strings.HasPrefix(segs[0], peerPrefix):
+		n = 5
+	case len(segs) >= 4 && knownKind(segs[0]):
+		n = 4
+	}
+	if len(segs) < n {
+		return "", "", Invalidf("instance reference %q is incomplete: accepted is [peer:PEER/]BACKEND/CONTEXT/NAMESPACE/NAME", p)
+	}
+	ref = strings.Join(segs[:n], "/")
+	if n == 1 {
+		if ref, err = unescape(ref); err != nil {
+			return "", "", Invalidf("the instance name in the path is not valid URL escaping")
+		}
+	}
+	return ref, strings.Join(segs[n:], "/"), nil
+}
+
+func knownKind(s string) bool {
+	switch Kind(s) {
+	case KindQEMU, KindLibvirt, KindKubeVirt, KindIncus, KindProxmox, KindPeer, KindSim:
+		return true
+	}
+	return false
+}

@@ -87,3 +87,26 @@ func FuzzParseRef(f *testing.F) {
 		}
 	})
 }
+
+func TestSplitRefPath(t *testing.T) {
+	tests := []struct{ in, ref, rest string }{
+		{"libvirt/lab/-/web", "libvirt/lab/-/web", ""},
+		{"libvirt/lab/-/web/snapshots/s1/restore", "libvirt/lab/-/web", "snapshots/s1/restore"},
+		{"peer:lab/qemu/local/-/dev/start", "peer:lab/qemu/local/-/dev", "start"},
+		{"web", "web", ""},
+		{"web/snapshots/s1/restore", "web", "snapshots/s1/restore"},
+		{"my%20vm/start", "my vm", "start"},
+		{"libvirt/qemu:%2F%2F%2Fsystem/-/x/export", "libvirt/qemu:%2F%2F%2Fsystem/-/x", "export"},
+	}
+	for _, tt := range tests {
+		ref, rest, err := SplitRefPath(tt.in)
+		if err != nil || ref != tt.ref || rest != tt.rest {
+			t.Errorf("SplitRefPath(%q) = %q, %q, %v; want %q, %q", tt.in, ref, rest, err, tt.ref, tt.rest)
+		}
+	}
+	for _, bad := range []string{"", "a//b", "peer:lab/qemu/local"} {
+		if _, _, err := SplitRefPath(bad); err == nil {
+			t.Errorf("SplitRefPath(%q) succeeded", bad)
+		}
+	}
+}

@@ -46,7 +46,7 @@ if [ -z "$KPKG" ]; then
 	exit 2
 fi
 KVER=$(apt-cache policy "$KPKG" | awk '/Candidate:/{print $2}')
-want="$KPKG $KVER"
+want="$KPKG $KVER $(sha256sum "$0" | cut -c1-16)" # a changed recipe rebuilds
 if [ -f "$out/stamp" ] && [ "$(cat "$out/stamp")" = "$want" ] && [ -s "$out/vmlinux" ] && [ -s "$out/initramfs.cpio.gz" ]; then
 	exit 0
 fi
@@ -81,8 +81,9 @@ cp "$busybox" "$root/bin/busybox"
 # Debian ships these modules uncompressed, so busybox insmod loads them
 # without a module loader that understands compression. The order is their
 # dependency order. virtio_net and its failover deps are for a guest
-# network; button and evdev make system_powerdown reach /init.
-mods="virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci virtio_blk failover net_failover virtio_net button evdev"
+# network; button and evdev make system_powerdown reach /init; isofs lets
+# /init read a cloud-init seed (NoCloud, label cidata) to prove its shape.
+mods="virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev virtio_pci virtio_blk failover net_failover virtio_net button evdev cdrom isofs"
 for m in $mods; do
 	f=$(find kx/lib/modules -name "$m.ko" -o -name "$m.ko.xz" | head -1)
 	case $f in
@@ -121,6 +122,16 @@ done
 # Something on the VGA text console, so a VNC screenshot is not blank.
 for t in /dev/tty1 /dev/tty0; do
 	[ -e $t ] && printf '\n  corral test guest\n  %s\n\n' "$(uname -r)" >$t 2>/dev/null
+done
+
+# A NoCloud seed, if attached, is reported the way cloud-init would find
+# it: a volume labelled cidata holding meta-data and user-data.
+for d in /dev/vd[b-z]; do
+	[ -e "$d" ] || continue
+	# The ISO 9660 volume label: 32 bytes at 32808 (busybox has no blkid).
+	dd if="$d" bs=1 skip=32808 count=32 2>/dev/null | grep -qi '^cidata' || continue
+	mkdir -p /seed && mount -t iso9660 -o ro "$d" /seed || continue
+	echo "SEED_FOUND $(grep instance-id /seed/meta-data) $(head -1 /seed/user-data)" >/dev/ttyS0
 done
 
 echo "GUEST_READY" >/dev/ttyS0

@@ -5,12 +5,14 @@ package instances
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
 
 	"github.com/corral-dev/corral/app/fleet"
+	"github.com/corral-dev/corral/app/images"
 	"github.com/corral-dev/corral/app/tasks"
 	"github.com/corral-dev/corral/backends"
 	"github.com/corral-dev/corral/store"
@@ -19,6 +21,7 @@ import (
 // Registry is the slice of the store the service keeps in step.
 type Registry interface {
 	EnsureInstance(ctx context.Context, ref string) (store.Instance, error)
+	SetInstanceMetadata(ctx context.Context, ref, password, metadata string) error
 	DeleteInstance(ctx context.Context, ref string) error
 }
 
@@ -28,14 +31,27 @@ type Service struct {
 	tasks    *tasks.Manager
 	registry Registry
 	log      *slog.Logger
+	images   *images.Resolver
 }
 
+// Option configures a Service.
+type Option func(*Service)
+
+// WithImages lets Create take catalog names and URLs as images, fetched
+// (with progress in the task) into the resolver's cache. Without it, an
+// image is handed to the backend as given.
+func WithImages(r *images.Resolver) Option { return func(s *Service) { s.images = r } }
+
 // New returns a Service.
-func New(f *fleet.Fleet, t *tasks.Manager, r Registry, log *slog.Logger) *Service {
+func New(f *fleet.Fleet, t *tasks.Manager, r Registry, log *slog.Logger, opts ...Option) *Service {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Service{fleet: f, tasks: t, registry: r, log: log}
+	s := &Service{fleet: f, tasks: t, registry: r, log: log}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
 }
 
 // Fleet returns the fleet the service works on.
@@ -135,6 +151,11 @@ type CreateRequest struct {
 	Image     string
 	Tags      []string
 	Start     bool
+	// SSHKey is an authorized key for the default user; UserData replaces
+	// the generated cloud-init user-data. A password is always generated
+	// and kept in the registry.
+	SSHKey   string
+	UserData string
 }
 
 // Create validates req, then creates the instance in a background task. It
@@ -142,7 +163,7 @@ type CreateRequest struct {
 // an Invalid error before any task starts.
 func (s *Service) Create(ctx context.Context, o tasks.Origin, req CreateRequest) (store.Task, backends.InstanceRef, error) {
 	spec := tasks.Spec{Action: "create", Target: req.Name, Origin: o}
-	bs, err := s.validate(req)
+	bs, src, err := s.validate(req)
 	if err != nil {
 		return store.Task{}, backends.InstanceRef{}, s.tasks.Refused(ctx, spec, err)
 	}
@@ -151,16 +172,25 @@ func (s *Service) Create(ctx context.Context, o tasks.Origin, req CreateRequest)
 	spec.Target = ref.String()
 	t, err := s.tasks.Start(ctx, spec, func(ctx context.Context, r *tasks.Run) error {
 		r.Logf("create %s: %d CPU, %s memory, %s disk", ref, bs.CPUs, backends.FormatMiB(bs.MemoryMiB, 0), backends.FormatMiB(bs.DiskMiB, 0))
-		r.Progress(10)
+		if src.Remote() {
+			path, err := s.fetch(ctx, r, src)
+			if err != nil {
+				return err
+			}
+			bs.Image = path
+		}
+		r.Progress(75)
 		cctx, cancel := s.fleet.CallContext(ctx)
 		defer cancel()
 		in, err := b.Create(cctx, bs)
 		if err != nil {
 			return timeout(err, cctx, ref)
 		}
-		r.Progress(80)
+		r.Progress(90)
 		if _, err := s.registry.EnsureInstance(ctx, in.Ref.String()); err != nil {
 			s.log.Error("instances: registry entry not written", "ref", in.Ref.String(), "err", err)
+		} else if err := s.registry.SetInstanceMetadata(ctx, in.Ref.String(), bs.CloudInit.Password, ""); err != nil {
+			s.log.Error("instances: password not kept", "ref", in.Ref.String(), "err", err)
 		}
 		s.fleet.RefreshContext(ctx, ref.ContextKey())
 		r.Logf("created %s (%s)", in.Ref, in.State)
@@ -169,8 +199,35 @@ func (s *Service) Create(ctx context.Context, o tasks.Origin, req CreateRequest)
 	return t, ref, err
 }
 
-func (s *Service) validate(req CreateRequest) (backends.Spec, error) {
+// fetch downloads a remote image, reporting progress into the task
+// between 5 and 70 percent.
+func (s *Service) fetch(ctx context.Context, r *tasks.Run, src images.Source) (string, error) {
+	r.Logf("download %s", src.URL)
+	lastPct := -1
+	path, err := s.images.Fetch(ctx, src, func(done, total int64) {
+		if total <= 0 {
+			r.Logf("downloaded %s", backends.FormatMiB(0, backends.Size(done)))
+			return
+		}
+		pct := int(done * 100 / total)
+		if pct/10 != lastPct/10 { // a log line every 10%
+			r.Logf("downloaded %d%% of %s", pct, backends.FormatMiB(0, backends.Size(total)))
+		}
+		lastPct = pct
+		r.Progress(5 + pct*65/100)
+	})
+	if err != nil {
+		return "", err
+	}
+	if src.SHA256 != "" {
+		r.Logf("checksum sha256 %s verified", src.SHA256)
+	}
+	return path, nil
+}
+
+func (s *Service) validate(req CreateRequest) (backends.Spec, images.Source, error) {
 	var errs []string
+	var src images.Source
 	if req.Name == "" {
 		errs = append(errs, "name is required")
 	}
@@ -199,10 +256,25 @@ func (s *Service) validate(req CreateRequest) (backends.Spec, error) {
 	if _, err := s.contextFor(req.Context); err != nil {
 		errs = append(errs, backends.SafeMessage(err))
 	}
-	if len(errs) > 0 {
-		return spec, backends.Invalidf("%s", strings.Join(errs, "; "))
+	if req.Image != "" && s.images != nil {
+		var err error
+		if src, err = s.images.Resolve(req.Image); err != nil {
+			errs = append(errs, backends.SafeMessage(err))
+		}
+		spec.Image = src.Path
 	}
-	return spec, nil
+	// crypto/rand.Text: 26 base32 characters, 130 bits.
+	spec.CloudInit = &backends.CloudInit{Password: rand.Text(), UserData: req.UserData}
+	if k := strings.TrimSpace(req.SSHKey); k != "" {
+		if strings.ContainsAny(k, "\r\n") || !strings.HasPrefix(k, "ssh-") && !strings.HasPrefix(k, "ecdsa-") && !strings.HasPrefix(k, "sk-") {
+			errs = append(errs, "sshKey must be one public key line, e.g. ssh-ed25519 AAAA... user@host")
+		}
+		spec.CloudInit.SSHKeys = []string{k}
+	}
+	if len(errs) > 0 {
+		return spec, src, backends.Invalidf("%s", strings.Join(errs, "; "))
+	}
+	return spec, src, nil
 }
 
 func (s *Service) pickContext(key string) backends.Backend {

@@ -70,6 +70,12 @@ func (b *Backend) Create(ctx context.Context, spec backends.Spec) (backends.Inst
 	}
 	v.cfg = cfg
 	if err := b.fill(ctx, v, func() error {
+		if spec.CloudInit != nil {
+			id := fmt.Sprintf("%s-%d", spec.Name, cfg.Created.Unix())
+			if err := writeSeed(v.seedPath(), spec.Name, spec.CloudInit, id); err != nil {
+				return err
+			}
+		}
 		if spec.Image == "" {
 			return b.createBlank(ctx, v.disk(), cfg.DiskMiB)
 		}

@@ -43,6 +43,10 @@ func (b *Backend) args(v *vm, accel string) []string {
 		"-netdev", fmt.Sprintf("user,id=n0,hostfwd=tcp:127.0.0.1:%d-:22", v.cfg.SSHPort),
 		"-device", "virtio-net-pci,netdev=n0",
 	}
+	if _, err := os.Stat(v.seedPath()); err == nil {
+		// The NoCloud seed, read-only: cloud-init finds it by its label.
+		a = append(a, "-drive", "file="+optPath(v.seedPath())+",if=virtio,format=raw,readonly=on")
+	}
 	if accel == "kvm" {
 		a = append(a, "-cpu", "host")
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -123,10 +124,25 @@ func TestRunningGuest(t *testing.T) {
 	b := newBackend(t, dir)
 	ctx := ctxT(t)
 	r := ref("live")
-	if _, err := b.Create(ctx, backends.Spec{Name: "live", CPUs: 1, MemoryMiB: 256, DiskMiB: 64, Start: true}); err != nil {
+	ci := &backends.CloudInit{Password: `pa"ss: word`, SSHKeys: []string{"ssh-ed25519 AAAAC3Nz test@corral"}}
+	if _, err := b.Create(ctx, backends.Spec{Name: "live", CPUs: 1, MemoryMiB: 256, DiskMiB: 64, Start: true, CloudInit: ci}); err != nil {
 		t.Fatalf("Create with Start: %v", err)
 	}
 	waitReady(t, b, r, 1)
+
+	t.Run("CloudInitSeed", func(t *testing.T) {
+		// The guest's /init looks for a volume labelled cidata, mounts it
+		// as ISO 9660 and prints what cloud-init would read: the seed has
+		// the label, the Rock Ridge names and the generated documents.
+		log, _ := b.SerialLog(r)
+		data, err := os.ReadFile(log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(data), "SEED_FOUND instance-id: live-") || !strings.Contains(string(data), "#cloud-config") {
+			t.Fatalf("the guest did not find the NoCloud seed; serial log:\n%s", data)
+		}
+	})
 
 	t.Run("Consoles", func(t *testing.T) {
 		kinds, err := b.Consoles(ctx, r)
