@@ -13,11 +13,14 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
+	"github.com/alexedwards/scs/v2"
 	"github.com/go-chi/chi/v5"
 	"github.com/klauspost/compress/gzhttp"
 
+	"github.com/corral-dev/corral/app/auth"
 	"github.com/corral-dev/corral/app/fleet"
 	"github.com/corral-dev/corral/app/images"
 	"github.com/corral-dev/corral/app/instances"
@@ -40,6 +43,13 @@ type App struct {
 	handler   http.Handler
 	closers   []func() error
 	cancel    context.CancelFunc
+
+	// Identity and access (see app/auth and docs/security.md).
+	policy   *auth.Policy
+	auditor  *auth.Auditor
+	resolver *auth.Resolver
+	sessions *scs.SessionManager // nil without OIDC
+	oidc     *auth.OIDC          // nil without OIDC
 }
 
 // New builds the application: it opens the store (applying migrations),
@@ -74,6 +84,10 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	}
 	a.Instances = instances.New(a.Fleet, a.Tasks, st, log,
 		instances.WithImages(&images.Resolver{Dir: filepath.Join(filepath.Dir(path), "images")}))
+	if err := a.buildAuth(); err != nil {
+		a.Close()
+		return nil, err
+	}
 	assets, err := static.New()
 	if err != nil {
 		a.Close()
@@ -84,21 +98,66 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	return a, nil
 }
 
+// buildAuth builds the access policy, the audit of refusals, and, when
+// OIDC is configured, the sign-in and its sessions (kept in the store).
+func (a *App) buildAuth() error {
+	ac := a.cfg.Auth
+	if err := ac.Validate(); err != nil {
+		return err
+	}
+	a.policy = auth.NewPolicy(ac.Admins, ac.Required)
+	a.auditor = auth.NewAuditor(a.Store, a.log)
+	opts := auth.ResolverOptions{Log: a.log}
+	if ac.OIDC.Enabled() {
+		sm := scs.New()
+		sm.Store = a.Store.Sessions()
+		sm.HashTokenInStore = true
+		sm.Lifetime = ac.SessionLifetime
+		sm.IdleTimeout = ac.SessionIdle
+		sm.Cookie.Name = "corral_session"
+		sm.Cookie.HttpOnly = true
+		sm.Cookie.SameSite = http.SameSiteLaxMode // the provider's redirect back is a top-level GET
+		sm.Cookie.Secure = strings.HasPrefix(ac.OIDC.RedirectURL, "https:") || strings.HasPrefix(ac.OIDC.Issuer, "https:")
+		sm.ErrorFunc = func(w http.ResponseWriter, r *http.Request, err error) {
+			a.log.Error("app: session store failed", "request_id", middleware.RequestIDFrom(r.Context()), "err", err)
+			http.Error(w, "internal error (request "+middleware.RequestIDFrom(r.Context())+")", http.StatusInternalServerError)
+		}
+		a.sessions = sm
+		opts.Sessions = sm
+		a.oidc = auth.NewOIDC(ac.OIDC, nil, a.log)
+	}
+	a.resolver = auth.NewResolver(ac, a.policy, opts)
+	if a.policy.OpenMode() {
+		a.log.Warn("app: open mode: no admin allowlist (CORRAL_ADMINS), every caller is an admin")
+	}
+	return nil
+}
+
+// routes builds the router of every surface. Identity is resolved for
+// every request but static assets; each surface's route table states the
+// access rule of each of its routes (middleware.Guard), and unsafe
+// cross-site requests are refused before any of them.
 func (a *App) routes(assets *static.Assets) http.Handler {
 	r := chi.NewRouter()
 	r.Use(middleware.RequestID, middleware.Log(a.log))
-	r.Handle("/static/*", assets.Handler())
+	public := &middleware.Guard{Surface: "static"}
+	r.Handle("/static/*", public.Wrap(auth.Public, assets.Handler()))
 	compress, err := gzhttp.NewWrapper(gzhttp.ExceptContentTypes([]string{"text/event-stream"}))
 	if err != nil {
 		panic(err) // the options are constant: a failure is a programming error
 	}
 	r.Group(func(r chi.Router) {
+		if a.sessions != nil {
+			r.Use(a.sessions.LoadAndSave)
+		}
+		r.Use(middleware.Identify(a.resolver), middleware.CrossOrigin(a.auditor))
 		r.Use(func(h http.Handler) http.Handler { return compress(h) })
 		api.MountHealth(r, api.HealthDeps{Store: a.Store})
 		r.Route("/api", func(r chi.Router) {
-			api.Mount(r, api.Deps{Instances: a.Instances, Fleet: a.Fleet, Tasks: a.Tasks, Log: a.log})
+			api.Mount(r, api.Deps{Instances: a.Instances, Fleet: a.Fleet, Tasks: a.Tasks, Log: a.log, Policy: a.policy, Audit: a.auditor})
 		})
-		ui.Mount(r, ui.Deps{Instances: a.Instances, Fleet: a.Fleet, Tasks: a.Tasks, Assets: assets, Log: a.log})
+		ui.Mount(r, ui.Deps{Instances: a.Instances, Fleet: a.Fleet, Tasks: a.Tasks, Assets: assets, Log: a.log,
+			Policy: a.policy, Audit: a.auditor, Sessions: a.sessions, OIDC: a.oidc})
 	})
 	return r
 }
@@ -112,6 +171,26 @@ func (a *App) Start(ctx context.Context) {
 	ctx, cancel := context.WithCancel(ctx)
 	a.cancel = cancel
 	go a.Fleet.Run(ctx)
+	if a.sessions != nil {
+		go a.expireSessions(ctx, 10*time.Minute)
+	}
+}
+
+// expireSessions deletes expired sign-in sessions every interval (they
+// are never found once expired; this only reclaims the rows).
+func (a *App) expireSessions(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if _, err := a.Store.Sessions().DeleteExpired(ctx); err != nil && ctx.Err() == nil {
+				a.log.Warn("app: deleting expired sessions failed", "err", err)
+			}
+		}
+	}
 }
 
 // Serve starts the background loops and serves HTTP on cfg.Addr until ctx

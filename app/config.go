@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/corral-dev/corral/app/auth"
 )
 
 // Config is everything `corral serve` needs. It is built from flags and
@@ -28,6 +30,9 @@ type Config struct {
 	RefreshInterval time.Duration
 	ContextTimeout  time.Duration
 	Logger          *slog.Logger
+	// Auth is identity and access: the admin allowlist, auth-required,
+	// trusted proxies, tailscaled, OIDC sign-in and the peer token.
+	Auth auth.Config
 }
 
 // listFlag collects a repeated flag.
@@ -41,8 +46,10 @@ func (l *listFlag) Set(s string) error {
 
 // ParseServe parses `corral serve` arguments. Each flag can also be set
 // through the environment (CORRAL_ADDR, CORRAL_DATA, CORRAL_DEMO,
-// CORRAL_DEMO_SIZE, CORRAL_LIBVIRT as comma-separated NAME=URI); a flag
-// wins over the environment.
+// CORRAL_DEMO_SIZE, CORRAL_LIBVIRT as comma-separated NAME=URI, and the
+// auth variables of auth.FromEnv); a flag wins over the environment.
+// Secrets (CORRAL_OIDC_CLIENT_SECRET, CORRAL_PEER_TOKEN) have no flag, so
+// they never show in a process list.
 func ParseServe(args []string, getenv func(string) string) (Config, error) {
 	cfg := Config{Addr: ":8006", DemoSize: 200}
 	if v := getenv("CORRAL_ADDR"); v != "" {
@@ -78,9 +85,38 @@ func ParseServe(args []string, getenv func(string) string) (Config, error) {
 	fs.Var(&libvirt, "libvirt", "add a libvirt context `NAME=URI`, e.g. test=test:///default (repeatable; env CORRAL_LIBVIRT)")
 	fs.DurationVar(&cfg.RefreshInterval, "refresh", 0, "refresh the inventory every `DURATION` (default 10s)")
 	fs.DurationVar(&cfg.ContextTimeout, "context-timeout", 0, "give each context `DURATION` to answer (default 8s)")
+	ac, err := auth.FromEnv(getenv)
+	if err != nil {
+		return cfg, err
+	}
+	admins := strings.Join(ac.Admins, ",")
+	var proxies string
+	for i, p := range ac.TrustedProxies {
+		if i > 0 {
+			proxies += ","
+		}
+		proxies += p.String()
+	}
+	fs.StringVar(&admins, "admins", admins, "admin allowlist: comma-separated `LOGINS`; without it every caller is an admin (env CORRAL_ADMINS)")
+	fs.BoolVar(&ac.Required, "auth-required", ac.Required, "refuse every anonymous request (env CORRAL_AUTH_REQUIRED)")
+	fs.StringVar(&proxies, "trusted-proxies", proxies, "believe Tailscale-User-* headers only from these `CIDRS` (env CORRAL_TRUSTED_PROXIES)")
+	fs.StringVar(&ac.Tailscale, "tailscale", ac.Tailscale, "ask tailscaled who connects: \"default\" or a socket `PATH` (env CORRAL_TAILSCALE=1 or a path)")
+	fs.StringVar(&ac.OIDC.Issuer, "oidc-issuer", ac.OIDC.Issuer, "sign in with the OpenID provider at `URL` (env CORRAL_OIDC_ISSUER; the secret only as CORRAL_OIDC_CLIENT_SECRET)")
+	fs.StringVar(&ac.OIDC.ClientID, "oidc-client-id", ac.OIDC.ClientID, "OIDC client `ID` (env CORRAL_OIDC_CLIENT_ID)")
+	fs.StringVar(&ac.OIDC.RedirectURL, "oidc-redirect-url", ac.OIDC.RedirectURL, "OIDC redirect `URL`, default <this server>/login/callback (env CORRAL_OIDC_REDIRECT_URL)")
+	fs.StringVar(&ac.OIDC.LoginClaim, "oidc-login-claim", ac.OIDC.LoginClaim, "the claim that is the login: email (verified), preferred_username or sub (env CORRAL_OIDC_LOGIN_CLAIM)")
+	fs.DurationVar(&ac.SessionLifetime, "session-lifetime", ac.SessionLifetime, "end a signed-in session after `DURATION` (default 12h; env CORRAL_SESSION_LIFETIME)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
+	ac.Admins = auth.SplitList(admins)
+	if ac.TrustedProxies, err = auth.ParsePrefixes(proxies); err != nil {
+		return cfg, fmt.Errorf("--trusted-proxies: %w", err)
+	}
+	if err := ac.Validate(); err != nil {
+		return cfg, err
+	}
+	cfg.Auth = ac
 	if fs.NArg() > 0 {
 		return cfg, fmt.Errorf("corral serve takes no arguments, got %q", fs.Args())
 	}

@@ -167,7 +167,7 @@ func unescape(s string) (string, error) {
 // reference (kept escaped, as ParseRef wants it) when the path starts with
 // "peer:" (five components) or with a backend kind Corral knows (four);
 // otherwise it is a bare name (one component, unescaped). Empty components
-// are refused.
+// and a canonical ref with fewer than four components are Invalid.
 func SplitRefPath(p string) (ref, rest string, err error) {
 	p = strings.Trim(p, "/")
 	if p == "" {
@@ -183,7 +183,9 @@ func SplitRefPath(p string) (ref, rest string, err error) {
 	switch {
 	case strings.HasPrefix(segs[0], peerPrefix):
 		n = 5
-	case len(segs) >= 4 && knownKind(segs[0]):
+	case knownKind(segs[0]):
+		// A path that starts with a backend kind is a canonical ref, so an
+		// instance named like a backend ("qemu") needs its canonical ref.
 		n = 4
 	}
 	if len(segs) < n {

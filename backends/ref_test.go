@@ -104,7 +104,7 @@ func TestSplitRefPath(t *testing.T) {
 			t.Errorf("SplitRefPath(%q) = %q, %q, %v; want %q, %q", tt.in, ref, rest, err, tt.ref, tt.rest)
 		}
 	}
-	for _, bad := range []string{"", "a//b", "peer:lab/qemu/local"} {
+	for _, bad := range []string{"", "a//b", "peer:lab/qemu/local", "sim/lab/web", "qemu/start"} {
 		if _, _, err := SplitRefPath(bad); err == nil {
 			t.Errorf("SplitRefPath(%q) succeeded", bad)
 		}

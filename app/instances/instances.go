@@ -11,6 +11,8 @@ import (
 	"log/slog"
 	"strings"
 
+	"github.com/dustin/go-humanize"
+
 	"github.com/corral-dev/corral/app/fleet"
 	"github.com/corral-dev/corral/app/images"
 	"github.com/corral-dev/corral/app/tasks"
@@ -206,12 +208,12 @@ func (s *Service) fetch(ctx context.Context, r *tasks.Run, src images.Source) (s
 	lastPct := -1
 	path, err := s.images.Fetch(ctx, src, func(done, total int64) {
 		if total <= 0 {
-			r.Logf("downloaded %s", backends.FormatMiB(0, backends.Size(done)))
+			r.Logf("downloaded %s", humanize.IBytes(uint64(done)))
 			return
 		}
 		pct := int(done * 100 / total)
 		if pct/10 != lastPct/10 { // a log line every 10%
-			r.Logf("downloaded %d%% of %s", pct, backends.FormatMiB(0, backends.Size(total)))
+			r.Logf("downloaded %d%% of %s", pct, humanize.IBytes(uint64(total)))
 		}
 		lastPct = pct
 		r.Progress(5 + pct*65/100)

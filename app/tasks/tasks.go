@@ -246,7 +246,7 @@ func (m *Manager) audit(ctx context.Context, spec Spec, outcome, detail string) 
 // so refusals are in the audit log like everything else.
 func (m *Manager) Refused(ctx context.Context, spec Spec, err error) error {
 	outcome := OutcomeRefused
-	if !errors.Is(err, backends.ErrInvalid) && !errors.Is(err, backends.ErrUnsupported) && !errors.Is(err, backends.ErrNotFound) && !errors.Is(err, backends.ErrConflict) {
+	if !errors.Is(err, backends.ErrInvalid) && !errors.Is(err, backends.ErrUnsupported) && !errors.Is(err, backends.ErrNotFound) && !errors.Is(err, backends.ErrConflict) && !errors.Is(err, backends.ErrForbidden) {
 		outcome = OutcomeError
 	}
 	msg := backends.SafeMessage(err)

@@ -14,7 +14,9 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/corral-dev/corral/app/auth"
 	"github.com/corral-dev/corral/app/fleet"
+	"github.com/corral-dev/corral/app/images"
 	"github.com/corral-dev/corral/app/instances"
 	"github.com/corral-dev/corral/app/tasks"
 	"github.com/corral-dev/corral/backends"
@@ -34,16 +36,26 @@ type env struct {
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
+	lab := sim.New(sim.Options{Context: "lab", Size: 10})
+	prod := sim.New(sim.Options{Context: "prod", Size: 5})
+	e := newEnvWith(t, lab, prod)
+	e.lab, e.prod = lab, prod
+	return e
+}
+
+// newEnvWith serves the REST API over the given backends, a real store and
+// an image resolver caching under the test's folder.
+func newEnvWith(t *testing.T, bs ...backends.Backend) *env {
+	t.Helper()
 	ctx := context.Background()
-	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "c.db"), store.Options{})
+	dir := t.TempDir()
+	st, err := store.Open(ctx, filepath.Join(dir, "c.db"), store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	f := fleet.New(fleet.Options{Timeout: 2 * time.Second})
-	lab := sim.New(sim.Options{Context: "lab", Size: 10})
-	prod := sim.New(sim.Options{Context: "prod", Size: 5})
-	for _, b := range []backends.Backend{lab, prod} {
+	f := fleet.New(fleet.Options{Timeout: 2 * time.Minute})
+	for _, b := range bs {
 		if err := f.Add(b); err != nil {
 			t.Fatal(err)
 		}
@@ -51,15 +63,16 @@ func newEnv(t *testing.T) *env {
 	f.Refresh(ctx)
 	tm := tasks.New(st, tasks.Options{})
 	t.Cleanup(tm.Close)
+	svc := instances.New(f, tm, st, nil, instances.WithImages(&images.Resolver{Dir: filepath.Join(dir, "images")}))
 	r := chi.NewRouter()
-	r.Use(middleware.RequestID)
+	r.Use(middleware.RequestID, middleware.Identify(auth.NewResolver(auth.Config{}, auth.NewPolicy(nil, false), auth.ResolverOptions{})))
 	api.MountHealth(r, api.HealthDeps{Store: st})
 	r.Route("/api", func(r chi.Router) {
-		api.Mount(r, api.Deps{Instances: instances.New(f, tm, st, nil), Fleet: f, Tasks: tm})
+		api.Mount(r, api.Deps{Instances: svc, Fleet: f, Tasks: tm})
 	})
 	srv := httptest.NewServer(r)
 	t.Cleanup(srv.Close)
-	return &env{srv: srv, fleet: f, lab: lab, prod: prod, st: st}
+	return &env{srv: srv, fleet: f, st: st}
 }
 
 // call sends a request and decodes a JSON answer into out (when non-nil).
@@ -84,6 +97,10 @@ func (e *env) call(t *testing.T, method, path, body string, out any) *http.Respo
 		}
 	}
 	return resp
+}
+
+func refOf(name string) backends.InstanceRef {
+	return backends.InstanceRef{Backend: backends.KindQEMU, Context: "local", Name: name}
 }
 
 type vm struct {
@@ -213,7 +230,12 @@ type taskBody struct {
 
 func waitTask(t *testing.T, e *env, id string) taskBody {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	return waitTaskFor(t, e, id, 10*time.Second)
+}
+
+func waitTaskFor(t *testing.T, e *env, id string, limit time.Duration) taskBody {
+	t.Helper()
+	deadline := time.Now().Add(limit)
 	for {
 		var tb taskBody
 		resp := e.call(t, "GET", "/api/tasks/"+id, "", &tb)

@@ -37,6 +37,13 @@ func (h *handler) wrap(fn func(http.ResponseWriter, *http.Request) error) http.H
 	}
 }
 
+// refuse answers a request its route's rule refused: 401 or 403 with the
+// refusal's safe message.
+func (h *handler) refuse(w http.ResponseWriter, r *http.Request, err error) {
+	status, msg := middleware.Public(h.Log, r, err)
+	writeJSON(w, status, errorBody{Error: msg})
+}
+
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)

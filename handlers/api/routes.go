@@ -5,12 +5,15 @@ package api
 
 import (
 	"log/slog"
+	"net/http"
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/corral-dev/corral/app/auth"
 	"github.com/corral-dev/corral/app/fleet"
 	"github.com/corral-dev/corral/app/instances"
 	"github.com/corral-dev/corral/app/tasks"
+	"github.com/corral-dev/corral/handlers/middleware"
 )
 
 // Deps are what the REST handlers call.
@@ -19,25 +22,54 @@ type Deps struct {
 	Fleet     *fleet.Fleet
 	Tasks     *tasks.Manager
 	Log       *slog.Logger
+	// Policy decides the access rules (nil: open mode, anonymous allowed);
+	// Audit records refused mutations (nil: not recorded).
+	Policy *auth.Policy
+	Audit  *auth.Auditor
 }
 
-type handler struct{ Deps }
+type handler struct {
+	Deps
+	guard *middleware.Guard
+}
 
 // Mount registers every REST route on r, which is mounted at /api. Every
-// route is listed here with its method; access rules join them here.
+// route is listed here with its method and its access rule:
+//
+//	Read        any caller that is not refused (anonymous only while
+//	            CORRAL_AUTH_REQUIRED is off)
+//	Admin       changes: admins (everyone in open mode) and the peer token
+//	Privileged  GETs as strong as a change: downloading a disk
 func Mount(r chi.Router, d Deps) {
 	if d.Log == nil {
 		d.Log = slog.Default()
 	}
-	h := &handler{d}
-	r.Get("/contexts", h.wrap(h.contextList))
-	r.Get("/vms", h.wrap(h.vmList))
-	r.Post("/vms", h.wrap(h.vmCreate))
-	r.Get("/vms/*", h.wrap(h.vmGet))
-	r.Delete("/vms/*", h.wrap(h.vmDelete))
-	r.Post("/vms/*", h.wrap(h.vmAction)) // /vms/{ref}/{action}
-	r.Get("/tasks/{id}", h.wrap(h.taskGet))
-	r.Get("/tasklog", h.wrap(h.taskLog))
-	r.NotFound(h.wrap(h.notFound))
-	r.MethodNotAllowed(h.wrap(h.methodNotAllowed))
+	if d.Policy == nil {
+		d.Policy = auth.NewPolicy(nil, false)
+	}
+	h := &handler{Deps: d}
+	g := &middleware.Guard{Policy: d.Policy, Audit: d.Audit, Surface: "rest", Refuse: h.refuse}
+	h.guard = g
+	route := func(method, pattern string, rule auth.Rule, fn func(http.ResponseWriter, *http.Request) error) {
+		g.Route(r, method, pattern, rule, h.wrap(fn))
+	}
+	route(http.MethodGet, "/whoami", auth.Read, h.whoami)
+	route(http.MethodGet, "/contexts", auth.Read, h.contextList)
+	route(http.MethodGet, "/vms", auth.Read, h.vmList)
+	route(http.MethodPost, "/vms", auth.Admin, h.vmCreate)
+	route(http.MethodGet, "/vms/*", auth.Read, h.vmGet)
+	route(http.MethodDelete, "/vms/*", auth.Admin, h.vmDelete)
+	route(http.MethodPost, "/vms/*", auth.Admin, h.vmAction) // {ref}/{action}, clone, snapshots[/{snap}/restore]
+	// Export has routes of its own for its rule: a bare name, a canonical
+	// ref, a peer's ref (chi prefers these to the catch-all above).
+	for _, p := range []string{"/vms/{r1}/export", "/vms/{r1}/{r2}/{r3}/{r4}/export", "/vms/{r0}/{r1}/{r2}/{r3}/{r4}/export"} {
+		route(http.MethodGet, p, auth.Privileged, h.vmExportRoute)
+	}
+	route(http.MethodGet, "/images", auth.Read, h.imageList)
+	route(http.MethodGet, "/tasks/{id}", auth.Read, h.taskGet)
+	route(http.MethodGet, "/tasklog", auth.Read, h.taskLog)
+	// Unknown routes answer 404/405 in JSON, except to callers refused
+	// everything (so the API's shape is not probed anonymously).
+	r.NotFound(g.Wrap(auth.Read, h.wrap(h.notFound)).ServeHTTP)
+	r.MethodNotAllowed(g.Wrap(auth.Read, h.wrap(h.methodNotAllowed)).ServeHTTP)
 }

@@ -2,21 +2,31 @@ package api
 
 import (
 	"net/http"
-	"strings"
 
 	"github.com/corral-dev/corral/backends"
 	"github.com/corral-dev/corral/handlers/middleware"
 )
 
-// vmAction answers POST /api/vms/{ref}/{action}: the power action runs as
-// a task and the answer waits for it.
+// vmAction answers POST /api/vms/{ref}/{action} (a power action, run as a
+// task that the answer waits for), POST /api/vms/{ref}/clone,
+// POST /api/vms/{ref}/snapshots and POST /api/vms/{ref}/snapshots/{snap}/restore.
 func (h *handler) vmAction(w http.ResponseWriter, r *http.Request) error {
-	p := refPath(r, "/vms/")
-	i := strings.LastIndex(p, "/")
-	if i < 0 {
-		return backends.Invalidf("POST /api/vms/{ref}/{action} needs an action: accepted are start, shutdown, stop, restart, pause, resume")
+	ref, rest, err := splitVM(r)
+	if err != nil {
+		return err
 	}
-	t, err := h.Instances.Power(r.Context(), middleware.Origin(r, "rest"), p[:i], p[i+1:])
+	parts := subPath(rest)
+	switch {
+	case len(parts) == 1 && parts[0] == "clone":
+		return h.vmClone(w, r, ref)
+	case len(parts) == 1 && parts[0] == "snapshots":
+		return h.snapshotCreate(w, r, ref)
+	case len(parts) == 3 && parts[0] == "snapshots" && parts[2] == "restore":
+		return h.snapshotRevert(w, r, ref, parts[1])
+	case len(parts) != 1:
+		return backends.Invalidf("POST /api/vms/{ref}/{action} needs one action: accepted are start, shutdown, stop, restart, pause, resume, clone, snapshots")
+	}
+	t, err := h.Instances.Power(r.Context(), middleware.Origin(r, "rest"), ref, parts[0])
 	if err != nil {
 		return err
 	}
@@ -24,9 +34,20 @@ func (h *handler) vmAction(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// vmDelete answers DELETE /api/vms/{ref}.
+// vmDelete answers DELETE /api/vms/{ref} and DELETE /api/vms/{ref}/snapshots/{snap}.
 func (h *handler) vmDelete(w http.ResponseWriter, r *http.Request) error {
-	t, err := h.Instances.Delete(r.Context(), middleware.Origin(r, "rest"), refPath(r, "/vms/"))
+	ref, rest, err := splitVM(r)
+	if err != nil {
+		return err
+	}
+	parts := subPath(rest)
+	switch {
+	case len(parts) == 2 && parts[0] == "snapshots":
+		return h.snapshotDelete(w, r, ref, parts[1])
+	case len(parts) != 0:
+		return backends.NotFoundf("no such API route: DELETE /api/vms/{ref}/%s", rest)
+	}
+	t, err := h.Instances.Delete(r.Context(), middleware.Origin(r, "rest"), ref)
 	if err != nil {
 		return err
 	}

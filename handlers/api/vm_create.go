@@ -17,6 +17,8 @@ type createRequest struct {
 	Image     string   `json:"image"`
 	Tags      []string `json:"tags"`
 	Start     bool     `json:"start"`
+	SSHKey    string   `json:"sshKey"`
+	CloudInit string   `json:"cloudInit"` // user-data, verbatim
 }
 
 // vmCreate answers POST /api/vms: the request is validated at once (a bad
@@ -30,6 +32,7 @@ func (h *handler) vmCreate(w http.ResponseWriter, r *http.Request) error {
 	t, ref, err := h.Instances.Create(r.Context(), middleware.Origin(r, "rest"), instances.CreateRequest{
 		Context: req.Context, Name: req.Name, Namespace: req.Namespace, CPUs: req.CPU,
 		Memory: req.Mem, Disk: req.Disk, Image: req.Image, Tags: req.Tags, Start: req.Start,
+		SSHKey: req.SSHKey, UserData: req.CloudInit,
 	})
 	if err != nil {
 		return err

@@ -1,6 +1,8 @@
 // Package middleware holds what every surface's request pipeline shares:
-// request ids, access logging, panic recovery, and the one mapping from
-// error kinds to HTTP statuses and safe messages.
+// request ids, access logging, panic recovery, the caller's identity and
+// the access rules of the route tables (auth.go), cross-site request
+// protection, and the one mapping from error kinds to HTTP statuses and
+// safe messages.
 package middleware
 
 import (
@@ -12,6 +14,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/corral-dev/corral/app/auth"
 	"github.com/corral-dev/corral/app/tasks"
 	"github.com/corral-dev/corral/backends"
 	"github.com/corral-dev/corral/store"
@@ -21,6 +24,7 @@ type ctxKey int
 
 const (
 	requestIDKey ctxKey = iota
+	identityKey
 )
 
 // RequestID gives every request an id, echoed in X-Request-Id, shown in
@@ -95,6 +99,9 @@ func Log(log *slog.Logger) func(http.Handler) http.Handler {
 // Status returns the HTTP status for err's kind: the one place where
 // error kinds become statuses.
 func Status(err error) int {
+	if errors.Is(err, auth.ErrUnauthenticated) {
+		return http.StatusUnauthorized
+	}
 	switch backends.KindOf(err) {
 	case backends.ErrNotFound:
 		return http.StatusNotFound
@@ -137,9 +144,8 @@ func Public(log *slog.Logger, r *http.Request, err error) (int, string) {
 	return status, msg
 }
 
-// Origin returns who is calling through which surface. Identity comes only
-// from the request pipeline; until sign-in exists every caller is
-// "anonymous".
+// Origin returns who is calling through which surface: the identity that
+// Identify resolved from the request pipeline ("anonymous" outside it).
 func Origin(r *http.Request, surface string) tasks.Origin {
-	return tasks.Origin{Actor: "anonymous", Surface: surface}
+	return tasks.Origin{Actor: IdentityFrom(r.Context()).Actor(), Surface: surface}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/PuerkitoBio/goquery"
 	"github.com/go-chi/chi/v5"
 
+	"github.com/corral-dev/corral/app/auth"
 	"github.com/corral-dev/corral/app/fleet"
 	"github.com/corral-dev/corral/app/instances"
 	"github.com/corral-dev/corral/app/tasks"
@@ -59,7 +60,7 @@ func newEnv(t testing.TB, fopts fleet.Options, sims ...*sim.Backend) *env {
 		t.Fatal(err)
 	}
 	r := chi.NewRouter()
-	r.Use(middleware.RequestID)
+	r.Use(middleware.RequestID, middleware.Identify(auth.NewResolver(auth.Config{}, auth.NewPolicy(nil, false), auth.ResolverOptions{})))
 	ui.Mount(r, ui.Deps{Instances: instances.New(f, e.tasks, st, log), Fleet: f, Tasks: e.tasks, Assets: assets, Log: log})
 	e.handler = r
 	return e

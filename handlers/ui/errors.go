@@ -2,6 +2,7 @@ package ui
 
 import (
 	"net/http"
+	"net/url"
 
 	"github.com/corral-dev/corral/handlers/middleware"
 	"github.com/corral-dev/corral/views"
@@ -24,11 +25,29 @@ func (s *server) renderError(w http.ResponseWriter, r *http.Request, err error) 
 		h.Set("HX-Reswap", "innerHTML")
 		rerr = render(w, r, status, views.ErrorPartial(e), "")
 	} else {
-		e.Page = views.Page{Title: e.StatusText, Assets: s.assetURLs(), Self: r.URL.RequestURI()}
+		e.Page = views.Page{Title: e.StatusText, Assets: s.assetURLs(), Self: r.URL.RequestURI(), User: s.user(r)}
 		rerr = render(w, r, status, views.ErrorPage(e), "")
 	}
 	if rerr != nil {
 		s.Log.Error("ui: error page failed to render", "request_id", middleware.RequestIDFrom(r.Context()), "err", rerr)
 		http.Error(w, msg, status)
 	}
+}
+
+// refuse answers a request its route's rule refused. An anonymous caller
+// of a page is sent to the sign-in page when OIDC is configured (htmx
+// follows HX-Redirect); everything else gets the 401 or 403 error with
+// its safe message.
+func (s *server) refuse(w http.ResponseWriter, r *http.Request, err error) {
+	if s.OIDC != nil && middleware.Status(err) == http.StatusUnauthorized && r.Method == http.MethodGet &&
+		middleware.IdentityFrom(r.Context()).Rejected == "" {
+		to := "/login?next=" + url.QueryEscape(r.URL.RequestURI())
+		if isHTMX(r) {
+			to = "/login?next=" + url.QueryEscape(localPath(r.Header.Get("HX-Current-URL")))
+			w.Header().Set("HX-Redirect", to)
+		}
+		http.Redirect(w, r, to, http.StatusSeeOther)
+		return
+	}
+	s.renderError(w, r, err)
 }

@@ -61,7 +61,7 @@ func render(w http.ResponseWriter, r *http.Request, status int, c templ.Componen
 // The activity panel is read only when it will be sent: for a full page,
 // or for an htmx request for the panel itself.
 func (s *server) page(ctx context.Context, r *http.Request, title, fragment string) views.Page {
-	p := views.Page{Title: title, Assets: s.assetURLs(), Self: r.URL.RequestURI()}
+	p := views.Page{Title: title, Assets: s.assetURLs(), Self: r.URL.RequestURI(), User: s.user(r)}
 	p.Warnings = warnings(s.Fleet.Snapshot())
 	if !isHTMX(r) || fragment == "activity" {
 		a := s.activityModel(ctx)

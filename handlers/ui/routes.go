@@ -7,11 +7,14 @@ import (
 	"log/slog"
 	"net/http"
 
+	"github.com/alexedwards/scs/v2"
 	"github.com/go-chi/chi/v5"
 
+	"github.com/corral-dev/corral/app/auth"
 	"github.com/corral-dev/corral/app/fleet"
 	"github.com/corral-dev/corral/app/instances"
 	"github.com/corral-dev/corral/app/tasks"
+	"github.com/corral-dev/corral/handlers/middleware"
 	"github.com/corral-dev/corral/static"
 )
 
@@ -22,6 +25,14 @@ type Deps struct {
 	Tasks     *tasks.Manager
 	Assets    *static.Assets
 	Log       *slog.Logger
+	// Policy decides the access rules (nil: open mode, anonymous allowed);
+	// Audit records refusals, sign-ins and sign-outs (nil: not recorded).
+	Policy *auth.Policy
+	Audit  *auth.Auditor
+	// Sessions and OIDC are the sign-in; both nil when OIDC is not
+	// configured.
+	Sessions *scs.SessionManager
+	OIDC     *auth.OIDC
 }
 
 // server holds the dependencies of every handler of the surface.
@@ -29,22 +40,41 @@ type server struct {
 	Deps
 }
 
-// Mount registers every dashboard route on r. Static files are served by
-// Assets.Handler, mounted by the caller under static.Prefix.
+// Mount registers every dashboard route on r with its access rule:
+//
+//	Public  the sign-in flow: it must answer before there is an identity
+//	Read    pages; anonymous callers only while CORRAL_AUTH_REQUIRED is off
+//	Admin   every POST that changes an instance
+//
+// Static files are served by Assets.Handler, mounted by the caller under
+// static.Prefix.
 func Mount(r chi.Router, d Deps) {
 	if d.Log == nil {
 		d.Log = slog.Default()
 	}
+	if d.Policy == nil {
+		d.Policy = auth.NewPolicy(nil, false)
+	}
 	s := &server{Deps: d}
-	r.Method(http.MethodGet, "/", s.handle(s.datacenter))
-	r.Method(http.MethodGet, "/ui/events", s.handle(s.events))
-	r.Method(http.MethodGet, "/ui/activity", s.handle(s.activity))
-	r.Method(http.MethodGet, "/ui/tasks/{id}", s.handle(s.taskShow))
+	g := &middleware.Guard{Policy: d.Policy, Audit: d.Audit, Surface: "dashboard", Refuse: s.refuse}
+	route := func(method, pattern string, rule auth.Rule, h handlerFunc) {
+		g.Route(r, method, pattern, rule, s.handle(h))
+	}
+	route(http.MethodGet, "/login", auth.Public, s.loginShow)
+	route(http.MethodPost, "/login", auth.Public, s.loginStart)
+	route(http.MethodGet, "/login/callback", auth.Public, s.loginCallback)
+	route(http.MethodPost, "/logout", auth.Public, s.logout)
+	route(http.MethodGet, "/", auth.Read, s.datacenter)
+	route(http.MethodGet, "/ui/events", auth.Read, s.events)
+	route(http.MethodGet, "/ui/activity", auth.Read, s.activity)
+	route(http.MethodGet, "/ui/tasks/{id}", auth.Read, s.taskShow)
+	route(http.MethodGet, "/audit", auth.Read, s.audit)
 	// Canonical refs contain slashes, so /vm/ takes the rest of the path:
-	// GET /vm/{ref} (the page), GET /vm/{ref}/delete (the confirmation),
-	// POST /vm/{ref}/{action} (a power action, or delete).
-	r.Method(http.MethodGet, "/vm/*", s.handle(s.vmGet))
-	r.Method(http.MethodPost, "/vm/*", s.handle(s.vmPost))
+	// GET /vm/{ref} (the page), GET /vm/{ref}/delete (the confirmation,
+	// refused to non-admins by its handler), POST /vm/{ref}/{action} (a
+	// power action, or delete).
+	route(http.MethodGet, "/vm/*", auth.Read, s.vmGet)
+	route(http.MethodPost, "/vm/*", auth.Admin, s.vmPost)
 }
 
 // handlerFunc is a dashboard handler: it writes a response, or returns an

@@ -3,6 +3,7 @@ package ui
 import (
 	"net/http"
 
+	"github.com/corral-dev/corral/app/auth"
 	"github.com/corral-dev/corral/handlers/middleware"
 	"github.com/corral-dev/corral/views"
 )
@@ -10,6 +11,9 @@ import (
 // vmDeleteConfirm is GET /vm/{ref}/delete: a page (or, with htmx, the
 // #summary region) whose form is the only way to POST the delete.
 func (s *server) vmDeleteConfirm(w http.ResponseWriter, r *http.Request, text string) error {
+	if !middleware.IdentityFrom(r.Context()).Admin {
+		return &auth.Refusal{Kind: auth.ErrForbidden, Msg: "only admins may delete instances"}
+	}
 	in, err := s.Instances.Get(r.Context(), text)
 	if err != nil {
 		return err

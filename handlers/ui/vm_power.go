@@ -49,6 +49,7 @@ func (s *server) vmPower(w http.ResponseWriter, r *http.Request, text, action st
 		return err
 	}
 	sum := summary(in)
+	sum.Admin = middleware.IdentityFrom(r.Context()).Admin
 	sum.Notice = actionLabels[backends.Action(t.Action)] + ": done."
 	w.Header().Set("HX-Trigger", tasksChanged)
 	return render(w, r, http.StatusOK, views.SummaryView(sum), "")

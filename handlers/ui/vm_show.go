@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/corral-dev/corral/backends"
+	"github.com/corral-dev/corral/handlers/middleware"
 	"github.com/corral-dev/corral/views"
 )
 
@@ -30,7 +31,9 @@ func (s *server) vmShow(w http.ResponseWriter, r *http.Request, text string) err
 		return err
 	}
 	frag := fragmentFor(r, "summary", "summary")
-	v := views.VM{Page: s.page(r.Context(), r, in.Ref.Name, frag), Summary: summary(in)}
+	sum := summary(in)
+	sum.Admin = middleware.IdentityFrom(r.Context()).Admin
+	v := views.VM{Page: s.page(r.Context(), r, in.Ref.Name, frag), Summary: sum}
 	return render(w, r, http.StatusOK, views.VMPage(v), frag)
 }
 
