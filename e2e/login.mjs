@@ -27,7 +27,9 @@ const ctx = await chromium.launchPersistentContext(profile, {
   args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
     '--disable-background-networking', '--disable-component-update', '--disable-sync'],
 });
-ctx.setDefaultTimeout(15000);
+// Generous: CI runs the packages in parallel on two cores, and a wait
+// ends as soon as its condition holds.
+ctx.setDefaultTimeout(60000);
 const problems = [];
 const page = ctx.pages()[0] ?? await ctx.newPage();
 page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
