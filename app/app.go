@@ -26,6 +26,7 @@ import (
 	"github.com/corral-dev/corral/app/instances"
 	"github.com/corral-dev/corral/app/tasks"
 	"github.com/corral-dev/corral/handlers/api"
+	"github.com/corral-dev/corral/handlers/console"
 	"github.com/corral-dev/corral/handlers/middleware"
 	"github.com/corral-dev/corral/handlers/ui"
 	"github.com/corral-dev/corral/static"
@@ -146,6 +147,18 @@ func (a *App) routes(assets *static.Assets) http.Handler {
 	if err != nil {
 		panic(err) // the options are constant: a failure is a programming error
 	}
+	// Consoles: outside the compression group (a WebSocket takes over the
+	// connection); privileged although they are GETs; the bridge checks the
+	// WebSocket's origin itself.
+	consoles := &middleware.Guard{Policy: a.policy, Audit: a.auditor, Surface: "console"}
+	r.Group(func(r chi.Router) {
+		if a.sessions != nil {
+			r.Use(a.sessions.LoadAndSave)
+		}
+		r.Use(middleware.Identify(a.resolver))
+		console.Mount(r, console.Deps{Fleet: a.Fleet, Instances: a.Instances, Assets: assets, Log: a.log,
+			Authorize: consoles.RequirePrivileged()})
+	})
 	r.Group(func(r chi.Router) {
 		if a.sessions != nil {
 			r.Use(a.sessions.LoadAndSave)

@@ -48,7 +48,7 @@ func (s *server) vmPower(w http.ResponseWriter, r *http.Request, text, action st
 	if err != nil {
 		return err
 	}
-	sum := summary(in)
+	sum := summary(in, s.hasConsoles(in.Ref))
 	sum.Admin = middleware.IdentityFrom(r.Context()).Admin
 	sum.Notice = actionLabels[backends.Action(t.Action)] + ": done."
 	w.Header().Set("HX-Trigger", tasksChanged)

@@ -31,7 +31,7 @@ func (s *server) vmShow(w http.ResponseWriter, r *http.Request, text string) err
 		return err
 	}
 	frag := fragmentFor(r, "summary", "summary")
-	sum := summary(in)
+	sum := summary(in, s.hasConsoles(in.Ref))
 	sum.Admin = middleware.IdentityFrom(r.Context()).Admin
 	v := views.VM{Page: s.page(r.Context(), r, in.Ref.Name, frag), Summary: sum}
 	return render(w, r, http.StatusOK, views.VMPage(v), frag)
@@ -56,7 +56,9 @@ var actionLabels = map[backends.Action]string{
 }
 
 // summary formats an instance for the #summary region.
-func summary(in backends.Instance) views.Summary {
+// summary builds the VM page's summary; consoles says whether the
+// instance's backend has consoles (the link shows while it runs).
+func summary(in backends.Instance, consoles bool) views.Summary {
 	u := vmURL(in.Ref)
 	s := views.Summary{
 		Name:      in.Ref.Name,
@@ -73,6 +75,9 @@ func summary(in backends.Instance) views.Summary {
 		Backend:   string(in.Ref.Backend),
 		Context:   in.Ref.ContextKey(),
 		DeleteURL: u + "/delete",
+	}
+	if consoles && in.State == backends.StateRunning {
+		s.ConsoleURL = "/console/" + in.Ref.String()
 	}
 	if !in.Created.IsZero() {
 		s.Created = in.Created.UTC().Format("2006-01-02 15:04 UTC")
@@ -92,4 +97,10 @@ func orDash(s string) string {
 		return "—"
 	}
 	return s
+}
+
+// hasConsoles reports whether the backend of ref offers consoles.
+func (s *server) hasConsoles(ref backends.InstanceRef) bool {
+	b, err := s.Fleet.Backend(ref)
+	return err == nil && backends.Supports[backends.ConsoleDialer](b)
 }

@@ -1,0 +1,181 @@
+package console
+
+import (
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/a-h/templ"
+
+	"github.com/corral-dev/corral/app/fleet"
+	"github.com/corral-dev/corral/backends"
+	"github.com/corral-dev/corral/handlers/middleware"
+	"github.com/corral-dev/corral/views"
+)
+
+// offer is a console kind the page can show, with its link's label.
+type offer struct {
+	kind  backends.ConsoleKind
+	label string
+}
+
+// kinds are the console kinds the page offers, in the order of its links.
+var kinds = []offer{
+	{backends.ConsoleVNC, "Screen (VNC)"},
+	{backends.ConsoleSerial, "Serial"},
+}
+
+// consoleShow is GET /console/{ref}?kind=vnc|serial (vnc when absent).
+// A stopped instance still gets its page: the console element keeps
+// retrying and connects once the instance runs.
+func (s *server) consoleShow(w http.ResponseWriter, r *http.Request) error {
+	kind := backends.ConsoleKind(r.URL.Query().Get("kind"))
+	if kind == "" {
+		kind = backends.ConsoleVNC
+	}
+	if !slices.ContainsFunc(kinds, func(k offer) bool { return k.kind == kind }) {
+		return backends.Invalidf("console kind %q is not accepted: use vnc or serial", kind)
+	}
+	t, err := s.resolve(r, "/console/")
+	if err != nil {
+		return err
+	}
+	in, err := s.Instances.Get(r.Context(), t.ref.String())
+	if err != nil {
+		return err
+	}
+	cctx, cancel := s.Fleet.CallContext(r.Context())
+	offered, err := t.dialer.Consoles(cctx, in.Ref)
+	cancel()
+	if err != nil {
+		return err
+	}
+	c := views.Console{
+		Name:    in.Ref.Name,
+		Ref:     in.Ref.String(),
+		Context: in.Ref.ContextKey(),
+		State:   string(in.State),
+		VMURL:   "/vm/" + in.Ref.String(),
+		Kind:    string(kind),
+		Socket:  wsURL(kind, in.Ref),
+		Assets: views.ConsoleAssets{
+			Script:   s.Assets.Path("console.js"),
+			CSS:      s.Assets.Path("console.css"),
+			RFB:      s.Assets.Path("novnc/core/rfb.js"),
+			Xterm:    s.Assets.Path("xterm.mjs"),
+			Fit:      s.Assets.Path("addon-fit.mjs"),
+			XtermCSS: s.Assets.Path("xterm.css"),
+		},
+	}
+	switch {
+	case len(offered) == 0:
+		c.Notice = in.Ref.Name + " offers no console now (it is " + string(in.State) + "); this page connects once it runs."
+	case !slices.Contains(offered, kind):
+		return backends.Refuse(in.Ref.Backend, string(kind)+" console", "open another console kind of this instance")
+	}
+	for _, k := range kinds {
+		if len(offered) > 0 && !slices.Contains(offered, k.kind) {
+			continue
+		}
+		c.Kinds = append(c.Kinds, views.ConsoleLink{Kind: string(k.kind), Label: k.label, URL: pageURL(k.kind, in.Ref), Current: k.kind == kind})
+	}
+	frag := fragmentFor(r, "console")
+	c.Page = s.page(r, "Console · "+in.Ref.Name)
+	return render(w, r, http.StatusOK, views.ConsolePage(c), frag)
+}
+
+// page builds the frame of the console page: the dashboard's assets (the
+// console's own are on the element) and the warnings banner, without the
+// activity panel, which would take the console's width.
+func (s *server) page(r *http.Request, title string) views.Page {
+	return views.Page{
+		Title: title,
+		Assets: views.AssetURLs{
+			CSS:  s.Assets.Path("app.css"),
+			HTMX: s.Assets.Path("htmx.min.js"),
+			SSE:  s.Assets.Path("hx-sse.min.js"),
+			JS:   s.Assets.Path("app.js"),
+		},
+		Self:     r.URL.RequestURI(),
+		Warnings: warnings(s.Fleet.Snapshot()),
+		User:     user(r),
+	}
+}
+
+// user is the caller as the header shows it. Whether the server runs in
+// open mode is the dashboard's Policy, which this surface does not hold:
+// the open-mode banner shows on the dashboard's pages.
+func user(r *http.Request) views.User {
+	id := middleware.IdentityFrom(r.Context())
+	return views.User{Display: id.Display(), Via: string(id.Via), Admin: id.Admin}
+}
+
+// warnings names each context that is not healthy, as the dashboard does.
+func warnings(snap *fleet.Snapshot) []views.Warning {
+	var out []views.Warning
+	for _, c := range snap.Contexts {
+		if c.Health == fleet.HealthOK || c.Health == fleet.HealthLoading {
+			continue
+		}
+		msg := c.Error
+		if msg == "" {
+			msg = "no answer yet"
+		}
+		out = append(out, views.Warning{Context: c.Key, Health: string(c.Health), Message: msg})
+	}
+	return out
+}
+
+// fragmentFor picks the fragment an htmx request targets (HX-Target is
+// "tag#id"): the banner every page has, or def.
+func fragmentFor(r *http.Request, def string) string {
+	if _, id, ok := strings.Cut(r.Header.Get("HX-Target"), "#"); ok && id == "banner" {
+		return id
+	}
+	return def
+}
+
+// render writes c buffered with status; an htmx request gets fragment
+// only. The same URL serves both, hence Vary.
+func render(w http.ResponseWriter, r *http.Request, status int, c templ.Component, fragment string) error {
+	w.Header().Add("Vary", "HX-Request")
+	w.Header().Set("Cache-Control", "no-store")
+	var renderErr error
+	opts := []func(*templ.ComponentHandler){
+		templ.WithStatus(status),
+		templ.WithErrorHandler(func(_ *http.Request, err error) http.Handler {
+			renderErr = err
+			return http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
+		}),
+	}
+	if fragment != "" && r.Header.Get("HX-Request") == "true" {
+		opts = append(opts, templ.WithFragments(fragment))
+	}
+	templ.Handler(c, opts...).ServeHTTP(w, r)
+	if renderErr != nil {
+		w.Header().Del("Content-Type")
+		return renderErr
+	}
+	return nil
+}
+
+// renderError answers a failed page request: the error partial in #flash
+// for htmx (htmx 4 swaps error responses), the error page otherwise. The
+// message is the safe one, never the error's own text.
+func (s *server) renderError(w http.ResponseWriter, r *http.Request, err error) {
+	status, msg := middleware.Public(s.Log, r, err)
+	e := views.ErrorView{Status: status, StatusText: http.StatusText(status), Message: msg}
+	var rerr error
+	if r.Header.Get("HX-Request") == "true" {
+		w.Header().Set("HX-Retarget", "#flash")
+		w.Header().Set("HX-Reswap", "innerHTML")
+		rerr = render(w, r, status, views.ErrorPartial(e), "")
+	} else {
+		e.Page = views.Page{Title: e.StatusText, Assets: s.page(r, "").Assets, Self: r.URL.RequestURI()}
+		rerr = render(w, r, status, views.ErrorPage(e), "")
+	}
+	if rerr != nil {
+		s.Log.Error("console: error page failed to render", "request_id", middleware.RequestIDFrom(r.Context()), "err", rerr)
+		http.Error(w, msg, status)
+	}
+}
