@@ -11,12 +11,15 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"runtime/debug"
 	"syscall"
+	"time"
 
 	"github.com/corral-dev/corral/app"
+	"github.com/corral-dev/corral/app/doctor"
 	"github.com/corral-dev/corral/store"
 )
 
@@ -40,6 +43,7 @@ commands:
   context add libvirt NAME URI
   context rm BACKEND NAME
   audit verify                check the audit log's hash chain
+  doctor [serve flags]        run every context's diagnostics
   version                     print the version
 `
 
@@ -84,6 +88,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		}
 		fmt.Fprintf(out, "audit log intact: %d rows\n", n)
 		return nil
+	case "doctor":
+		return doctorCmd(ctx, args[1:], out)
 	case "help", "-h", "--help":
 		fmt.Fprint(out, usage)
 		return nil
@@ -140,4 +146,38 @@ func contextCmd(ctx context.Context, args []string, out io.Writer) error {
 		return nil
 	}
 	return errors.New("usage: corral context list | add libvirt NAME URI | rm BACKEND NAME")
+}
+
+// doctorCmd builds the contexts `corral serve` would, with the same flags
+// and environment, and prints each one's diagnostics. It exits non-zero
+// when a check fails.
+func doctorCmd(ctx context.Context, args []string, out io.Writer) error {
+	cfg, err := app.ParseServe(args, os.Getenv)
+	if err != nil {
+		return err
+	}
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	a, err := app.New(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	failed := 0
+	for _, r := range doctor.Run(ctx, a.Fleet.Backends(), 30*time.Second) {
+		fmt.Fprintf(out, "%s\n", r.Context)
+		if !r.Supported {
+			fmt.Fprintln(out, "  (this backend has no diagnostics)")
+		}
+		for _, c := range r.Checks {
+			mark := "ok  "
+			if !c.OK {
+				mark, failed = "FAIL", failed+1
+			}
+			fmt.Fprintf(out, "  %s %s: %s\n", mark, c.Name, c.Message)
+		}
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d checks failed", failed)
+	}
+	return nil
 }

@@ -65,6 +65,15 @@ type Instance struct {
 	Node      string
 	Tags      []string
 	Created   time.Time
+	// Facts are backend-specific details for the instance's page, e.g.
+	// the accelerator a local VM runs under or how to reach it by SSH.
+	Facts []Fact
+}
+
+// Fact is one labelled detail of an instance, safe to show.
+type Fact struct {
+	Label string
+	Value string
 }
 
 // Spec describes an instance to create. Name and Namespace become the

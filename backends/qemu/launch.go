@@ -80,7 +80,11 @@ func (b *Backend) launch(ctx context.Context, v *vm) error {
 	// Keep the previous boot's serial output: it is the first thing to
 	// read when a VM died.
 	_ = os.Rename(v.serLog(), v.serLog()+".1")
-	args := b.args(v, b.Accel())
+	accel := b.Accel()
+	args := b.args(v, accel)
+	// The VM page shows what this boot runs under: TCG is 5-10x slower,
+	// and an operator should see why KVM was not used.
+	_ = os.WriteFile(v.accelFile(), []byte(accel+": "+b.AccelReason()), 0o600)
 	// stderr goes to a file, not a pipe: the daemonized qemu inherits it
 	// until it redirects its stdio to /dev/null, and a pipe could keep Run
 	// waiting on a process that is meant to outlive it.

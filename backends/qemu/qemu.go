@@ -271,9 +271,16 @@ func (b *Backend) instance(ctx context.Context, v *vm) backends.Instance {
 		// User-mode networking: the guest is reached through a port
 		// forwarded on the host's loopback (SSHPort).
 		in.IP = "127.0.0.1"
+		in.Facts = append(in.Facts, backends.Fact{Label: "SSH", Value: fmt.Sprintf("ssh -p %d USER@127.0.0.1 (port %d of this host forwards to the guest's 22)", v.cfg.SSHPort, v.cfg.SSHPort)})
+		if a, err := os.ReadFile(v.accelFile()); err == nil {
+			in.Facts = append(in.Facts, backends.Fact{Label: "Accelerator", Value: string(a)})
+		}
 	}
 	return in
 }
+
+// accelFile records the accelerator v was launched under, and why.
+func (v *vm) accelFile() string { return filepath.Join(v.dir, "accel") }
 
 // SSHPort returns the host port on 127.0.0.1 that is forwarded to port 22
 // of ref's guest while it runs.

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"strings"
@@ -130,6 +131,20 @@ func TestRunningGuest(t *testing.T) {
 	}
 	waitReady(t, b, r, 1)
 
+	t.Run("Facts", func(t *testing.T) {
+		in, err := b.Get(ctx, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		port, _ := b.SSHPort(r)
+		facts := map[string]string{}
+		for _, f := range in.Facts {
+			facts[f.Label] = f.Value
+		}
+		if !strings.Contains(facts["SSH"], fmt.Sprintf("ssh -p %d ", port)) || !strings.HasPrefix(facts["Accelerator"], "tcg: ") {
+			t.Fatalf("facts of a running VM = %v, want the SSH forward on port %d and the accelerator", facts, port)
+		}
+	})
 	t.Run("CloudInitSeed", func(t *testing.T) {
 		// The guest's /init looks for a volume labelled cidata, mounts it
 		// as ISO 9660 and prints what cloud-init would read: the seed has

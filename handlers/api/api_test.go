@@ -349,6 +349,18 @@ func TestBackendFailureIs502(t *testing.T) {
 	}
 }
 
+func TestDoctor(t *testing.T) {
+	e := newEnv(t)
+	var reports []struct {
+		Context string
+		OK      bool
+		Checks  []struct{ Name, Status, Message string }
+	}
+	if resp := e.call(t, "GET", "/api/doctor", "", &reports); resp.StatusCode != 200 || len(reports) != 2 || !reports[0].OK || reports[0].Checks[0].Status != "ok" {
+		t.Fatalf("doctor = %d %+v", resp.StatusCode, reports)
+	}
+}
+
 func TestRoutesAndProbes(t *testing.T) {
 	e := newEnv(t)
 	var apiErr apiError

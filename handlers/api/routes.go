@@ -66,6 +66,7 @@ func Mount(r chi.Router, d Deps) {
 		route(http.MethodGet, p, auth.Privileged, h.vmExportRoute)
 	}
 	route(http.MethodGet, "/images", auth.Read, h.imageList)
+	route(http.MethodGet, "/doctor", auth.Read, h.doctor)
 	route(http.MethodGet, "/tasks/{id}", auth.Read, h.taskGet)
 	route(http.MethodGet, "/tasklog", auth.Read, h.taskLog)
 	// Unknown routes answer 404/405 in JSON, except to callers refused

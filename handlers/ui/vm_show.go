@@ -79,6 +79,9 @@ func summary(in backends.Instance, consoles bool) views.Summary {
 	if consoles && in.State == backends.StateRunning {
 		s.ConsoleURL = "/console/" + in.Ref.String()
 	}
+	for _, f := range in.Facts {
+		s.Facts = append(s.Facts, views.Fact{Label: f.Label, Value: f.Value})
+	}
 	if !in.Created.IsZero() {
 		s.Created = in.Created.UTC().Format("2006-01-02 15:04 UTC")
 	}
