@@ -5,11 +5,9 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/a-h/templ"
-
-	"github.com/corral-dev/corral/app/fleet"
 	"github.com/corral-dev/corral/backends"
 	"github.com/corral-dev/corral/handlers/middleware"
+	"github.com/corral-dev/corral/handlers/render"
 	"github.com/corral-dev/corral/views"
 )
 
@@ -81,7 +79,7 @@ func (s *server) consoleShow(w http.ResponseWriter, r *http.Request) error {
 	}
 	frag := fragmentFor(r, "console")
 	c.Page = s.page(r, "Console · "+in.Ref.Name)
-	return render(w, r, http.StatusOK, views.ConsolePage(c), frag)
+	return render.Page(w, r, http.StatusOK, views.ConsolePage(c), frag)
 }
 
 // page builds the frame of the console page: the dashboard's assets (the
@@ -89,15 +87,10 @@ func (s *server) consoleShow(w http.ResponseWriter, r *http.Request) error {
 // activity panel, which would take the console's width.
 func (s *server) page(r *http.Request, title string) views.Page {
 	return views.Page{
-		Title: title,
-		Assets: views.AssetURLs{
-			CSS:  s.Assets.Path("app.css"),
-			HTMX: s.Assets.Path("htmx.min.js"),
-			SSE:  s.Assets.Path("hx-sse.min.js"),
-			JS:   s.Assets.Path("app.js"),
-		},
+		Title:    title,
+		Assets:   render.Assets(s.Assets),
 		Self:     r.URL.RequestURI(),
-		Warnings: warnings(s.Fleet.Snapshot()),
+		Warnings: render.Warnings(s.Fleet.Snapshot()),
 		User:     user(r),
 	}
 }
@@ -110,22 +103,6 @@ func user(r *http.Request) views.User {
 	return views.User{Display: id.Display(), Via: string(id.Via), Admin: id.Admin}
 }
 
-// warnings names each context that is not healthy, as the dashboard does.
-func warnings(snap *fleet.Snapshot) []views.Warning {
-	var out []views.Warning
-	for _, c := range snap.Contexts {
-		if c.Health == fleet.HealthOK || c.Health == fleet.HealthLoading {
-			continue
-		}
-		msg := c.Error
-		if msg == "" {
-			msg = "no answer yet"
-		}
-		out = append(out, views.Warning{Context: c.Key, Health: string(c.Health), Message: msg})
-	}
-	return out
-}
-
 // fragmentFor picks the fragment an htmx request targets (HX-Target is
 // "tag#id"): the banner every page has, or def.
 func fragmentFor(r *http.Request, def string) string {
@@ -133,30 +110,6 @@ func fragmentFor(r *http.Request, def string) string {
 		return id
 	}
 	return def
-}
-
-// render writes c buffered with status; an htmx request gets fragment
-// only. The same URL serves both, hence Vary.
-func render(w http.ResponseWriter, r *http.Request, status int, c templ.Component, fragment string) error {
-	w.Header().Add("Vary", "HX-Request")
-	w.Header().Set("Cache-Control", "no-store")
-	var renderErr error
-	opts := []func(*templ.ComponentHandler){
-		templ.WithStatus(status),
-		templ.WithErrorHandler(func(_ *http.Request, err error) http.Handler {
-			renderErr = err
-			return http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})
-		}),
-	}
-	if fragment != "" && r.Header.Get("HX-Request") == "true" {
-		opts = append(opts, templ.WithFragments(fragment))
-	}
-	templ.Handler(c, opts...).ServeHTTP(w, r)
-	if renderErr != nil {
-		w.Header().Del("Content-Type")
-		return renderErr
-	}
-	return nil
 }
 
 // renderError answers a failed page request: the error partial in #flash
@@ -169,10 +122,10 @@ func (s *server) renderError(w http.ResponseWriter, r *http.Request, err error) 
 	if r.Header.Get("HX-Request") == "true" {
 		w.Header().Set("HX-Retarget", "#flash")
 		w.Header().Set("HX-Reswap", "innerHTML")
-		rerr = render(w, r, status, views.ErrorPartial(e), "")
+		rerr = render.Page(w, r, status, views.ErrorPartial(e), "")
 	} else {
 		e.Page = views.Page{Title: e.StatusText, Assets: s.page(r, "").Assets, Self: r.URL.RequestURI()}
-		rerr = render(w, r, status, views.ErrorPage(e), "")
+		rerr = render.Page(w, r, status, views.ErrorPage(e), "")
 	}
 	if rerr != nil {
 		s.Log.Error("console: error page failed to render", "request_id", middleware.RequestIDFrom(r.Context()), "err", rerr)

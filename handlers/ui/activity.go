@@ -17,7 +17,7 @@ import (
 // around it otherwise.
 func (s *server) activity(w http.ResponseWriter, r *http.Request) error {
 	frag := fragmentFor(r, "activity")
-	return render(w, r, http.StatusOK, views.ActivityPage(s.page(r.Context(), r, "Activity", frag)), frag)
+	return renderPage(w, r, http.StatusOK, views.ActivityPage(s.page(r.Context(), r, "Activity", frag)), frag)
 }
 
 // taskShow is GET /ui/tasks/{id}: one task and its log.
@@ -31,7 +31,7 @@ func (s *server) taskShow(w http.ResponseWriter, r *http.Request) error {
 	for _, l := range lines {
 		d.Log = append(d.Log, views.LogRow{At: l.At.Local().Format("15:04:05.000"), Line: l.Line})
 	}
-	return render(w, r, http.StatusOK, views.TaskPage(d), frag)
+	return renderPage(w, r, http.StatusOK, views.TaskPage(d), frag)
 }
 
 // activityModel reads the recent tasks for the panel. A failure does not

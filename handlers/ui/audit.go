@@ -44,7 +44,7 @@ func (s *server) audit(w http.ResponseWriter, r *http.Request) error {
 		l.Showing = plural(n, "entry", "entries")
 	}
 	a := views.Audit{Page: s.page(r.Context(), r, "Audit log", frag), Log: l}
-	return render(w, r, http.StatusOK, views.AuditPage(a), frag)
+	return renderPage(w, r, http.StatusOK, views.AuditPage(a), frag)
 }
 
 func auditURL(f store.AuditFilter) string {

@@ -30,7 +30,7 @@ func (s *server) datacenter(w http.ResponseWriter, r *http.Request) error {
 		Contexts:  contextRows(snap, q),
 		Inventory: inventoryModel(q, pg, snap),
 	}
-	return render(w, r, http.StatusOK, views.DatacenterPage(d), frag)
+	return renderPage(w, r, http.StatusOK, views.DatacenterPage(d), frag)
 }
 
 // parseQuery reads the inventory parameters; a page that is not a

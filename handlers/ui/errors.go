@@ -5,6 +5,7 @@ import (
 	"net/url"
 
 	"github.com/corral-dev/corral/handlers/middleware"
+	"github.com/corral-dev/corral/handlers/render"
 	"github.com/corral-dev/corral/views"
 )
 
@@ -23,10 +24,10 @@ func (s *server) renderError(w http.ResponseWriter, r *http.Request, err error) 
 	if isHTMX(r) {
 		h.Set("HX-Retarget", "#flash")
 		h.Set("HX-Reswap", "innerHTML")
-		rerr = render(w, r, status, views.ErrorPartial(e), "")
+		rerr = renderPage(w, r, status, views.ErrorPartial(e), "")
 	} else {
-		e.Page = views.Page{Title: e.StatusText, Assets: s.assetURLs(), Self: r.URL.RequestURI(), User: s.user(r)}
-		rerr = render(w, r, status, views.ErrorPage(e), "")
+		e.Page = views.Page{Title: e.StatusText, Assets: render.Assets(s.Assets), Self: r.URL.RequestURI(), User: s.user(r)}
+		rerr = renderPage(w, r, status, views.ErrorPage(e), "")
 	}
 	if rerr != nil {
 		s.Log.Error("ui: error page failed to render", "request_id", middleware.RequestIDFrom(r.Context()), "err", rerr)

@@ -37,7 +37,7 @@ func (s *server) loginShow(w http.ResponseWriter, r *http.Request) error {
 	if r.URL.Query().Get("next") != "" {
 		l.Message = "Sign in to continue."
 	}
-	return render(w, r, http.StatusOK, views.LoginPage(l), "")
+	return renderPage(w, r, http.StatusOK, views.LoginPage(l), "")
 }
 
 // loginStart is POST /login: it starts the authorization code flow with

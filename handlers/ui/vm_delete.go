@@ -28,7 +28,7 @@ func (s *server) vmDeleteConfirm(w http.ResponseWriter, r *http.Request, text st
 		URL:       u,
 		ActionURL: u + "/delete",
 	}
-	return render(w, r, http.StatusOK, views.VMDeletePage(d), frag)
+	return renderPage(w, r, http.StatusOK, views.VMDeletePage(d), frag)
 }
 
 // vmDelete is POST /vm/{ref}/delete: it deletes the instance as a task

@@ -52,5 +52,5 @@ func (s *server) vmPower(w http.ResponseWriter, r *http.Request, text, action st
 	sum.Admin = middleware.IdentityFrom(r.Context()).Admin
 	sum.Notice = actionLabels[backends.Action(t.Action)] + ": done."
 	w.Header().Set("HX-Trigger", tasksChanged)
-	return render(w, r, http.StatusOK, views.SummaryView(sum), "")
+	return renderPage(w, r, http.StatusOK, views.SummaryView(sum), "")
 }

@@ -34,7 +34,7 @@ func (s *server) vmShow(w http.ResponseWriter, r *http.Request, text string) err
 	sum := summary(in, s.hasConsoles(in.Ref))
 	sum.Admin = middleware.IdentityFrom(r.Context()).Admin
 	v := views.VM{Page: s.page(r.Context(), r, in.Ref.Name, frag), Summary: sum}
-	return render(w, r, http.StatusOK, views.VMPage(v), frag)
+	return renderPage(w, r, http.StatusOK, views.VMPage(v), frag)
 }
 
 // powerActions lists the actions that make sense in each state, in the
