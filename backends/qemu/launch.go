@@ -94,7 +94,8 @@ func (b *Backend) launch(ctx context.Context, v *vm) error {
 		return err
 	}
 	defer logf.Close()
-	cmd := exec.CommandContext(ctx, path, args...)
+	argv := launchArgv(b.userManager(ctx), unitName(v.cfg.Name), v.pidFile(), path, args)
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Stderr, cmd.Stdout = logf, logf
 	cmd.Dir = v.dir
 	if err := cmd.Run(); err != nil {

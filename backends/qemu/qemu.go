@@ -65,6 +65,9 @@ type Options struct {
 	// ShutdownTimeout bounds how long shutdown waits for the guest to
 	// power off before it pulls the plug; default 60 s.
 	ShutdownTimeout time.Duration
+	// NoSystemd keeps qemu under Corral's own supervision even where a
+	// systemd user manager runs (see supervise.go).
+	NoSystemd bool
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// Logger receives what the operator may want to know (adopted VMs,
@@ -82,6 +85,8 @@ type Backend struct {
 	accelOnce   sync.Once
 	accel       string
 	accelReason string
+
+	managerState // whether a systemd user manager supervises launches
 }
 
 // Defaults of a new VM when the spec leaves a size at zero.
