@@ -44,6 +44,10 @@ commands:
   context rm BACKEND NAME
   audit verify                check the audit log's hash chain
   doctor [serve flags]        run every context's diagnostics
+  pve token create USER@REALM TOKENID
+                              create a Proxmox API token; prints USER@REALM!TOKENID=SECRET once
+  pve token revoke USER@REALM TOKENID
+  pve token list [USER@REALM]
   version                     print the version
 `
 
@@ -90,6 +94,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return nil
 	case "doctor":
 		return doctorCmd(ctx, args[1:], out)
+	case "pve":
+		return pveCmd(ctx, args[1:], out)
 	case "help", "-h", "--help":
 		fmt.Fprint(out, usage)
 		return nil
@@ -180,4 +186,48 @@ func doctorCmd(ctx context.Context, args []string, out io.Writer) error {
 		return fmt.Errorf("%d checks failed", failed)
 	}
 	return nil
+}
+
+// pveCmd manages the Proxmox API's tokens in the database `corral serve`
+// uses (CORRAL_DATA or the user's data directory).
+func pveCmd(ctx context.Context, args []string, out io.Writer) error {
+	const usage = "usage: corral pve token create|revoke USER@REALM TOKENID | corral pve token list [USER@REALM]"
+	if len(args) < 2 || args[0] != "token" {
+		return errors.New(usage)
+	}
+	cfg, err := app.ParseServe(nil, os.Getenv)
+	if err != nil {
+		return err
+	}
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	a, err := app.New(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	switch {
+	case args[1] == "create" && len(args) == 4:
+		v, err := a.PVE.CreateToken(ctx, args[2], args[3], "created with corral pve token create")
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(out, v) // the secret is shown this once; only its hash is kept
+		return nil
+	case args[1] == "revoke" && len(args) == 4:
+		return a.PVE.RevokeToken(ctx, args[2], args[3])
+	case args[1] == "list" && len(args) <= 3:
+		user := ""
+		if len(args) == 3 {
+			user = args[2]
+		}
+		toks, err := a.PVE.Tokens(ctx, user)
+		if err != nil {
+			return err
+		}
+		for _, t := range toks {
+			fmt.Fprintf(out, "%s!%s\t%s\t%s\n", t.UserID, t.TokenID, t.CreatedAt.Format(time.RFC3339), t.Comment)
+		}
+		return nil
+	}
+	return errors.New(usage)
 }

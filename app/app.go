@@ -24,10 +24,12 @@ import (
 	"github.com/corral-dev/corral/app/fleet"
 	"github.com/corral-dev/corral/app/images"
 	"github.com/corral-dev/corral/app/instances"
+	apppve "github.com/corral-dev/corral/app/pve"
 	"github.com/corral-dev/corral/app/tasks"
 	"github.com/corral-dev/corral/handlers/api"
 	"github.com/corral-dev/corral/handlers/console"
 	"github.com/corral-dev/corral/handlers/middleware"
+	"github.com/corral-dev/corral/handlers/pve"
 	"github.com/corral-dev/corral/handlers/ui"
 	"github.com/corral-dev/corral/static"
 	"github.com/corral-dev/corral/store"
@@ -35,6 +37,8 @@ import (
 
 // App is a built Corral server.
 type App struct {
+	// PVE is the Proxmox VE compatibility layer (/api2/json).
+	PVE       *apppve.Service
 	cfg       Config
 	log       *slog.Logger
 	Store     *store.Store
@@ -88,6 +92,11 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	if err := a.buildAuth(); err != nil {
 		a.Close()
 		return nil, err
+	}
+	if a.PVE, err = apppve.New(ctx, apppve.Options{Fleet: a.Fleet, Instances: a.Instances, Tasks: a.Tasks,
+		Store: st, Policy: a.policy, Log: log}); err != nil {
+		a.Close()
+		return nil, fmt.Errorf("app: pve: %w", err)
 	}
 	assets, err := static.New()
 	if err != nil {
@@ -147,6 +156,12 @@ func (a *App) routes(assets *static.Assets) http.Handler {
 	if err != nil {
 		panic(err) // the options are constant: a failure is a programming error
 	}
+	// The Proxmox VE API: its own credentials (tickets, API tokens), and
+	// outside the compression group: its error writer sets PVE's status
+	// line on the raw connection.
+	r.Route("/api2/json", func(r chi.Router) {
+		pve.Mount(r, pve.Deps{Service: a.PVE, Policy: a.policy, Audit: a.auditor, Admins: a.cfg.Auth.Admins, Log: a.log})
+	})
 	// Consoles: outside the compression group (a WebSocket takes over the
 	// connection); privileged although they are GETs; the bridge checks the
 	// WebSocket's origin itself.

@@ -15,7 +15,12 @@ import (
 	"github.com/corral-dev/corral/app"
 	"github.com/corral-dev/corral/app/auth"
 	"github.com/corral-dev/corral/app/fleet"
+	"github.com/corral-dev/corral/app/instances"
+	apppve "github.com/corral-dev/corral/app/pve"
+	"github.com/corral-dev/corral/app/tasks"
+	"github.com/corral-dev/corral/backends/sim"
 	"github.com/corral-dev/corral/handlers/middleware"
+	pvehandlers "github.com/corral-dev/corral/handlers/pve"
 	"github.com/corral-dev/corral/store"
 )
 
@@ -157,6 +162,9 @@ func TestAccessTable(t *testing.T) {
 				path := concrete(rt, ref)
 				for _, id := range identities {
 					want := expect(rt.rule, id.name, m.allowlist, m.required)
+					if strings.HasPrefix(path, "/api2/json/") {
+						want = expectPVE(rt.rule, "")
+					}
 					got := call(a.Handler(), rt.method, path, id.remote, id.headers)
 					checked++
 					switch {
@@ -218,4 +226,91 @@ func call(h http.Handler, method, path, remote string, headers map[string]string
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, req)
 	return rec.Code
+}
+
+// expectPVE is the status a caller gets from a route of the Proxmox
+// surface: it accepts only PVE credentials (a ticket or an API token), so
+// without one (who "") every route but the login is a 401 in every mode;
+// with one, "user" (not on the allowlist) may only read.
+func expectPVE(rule auth.Rule, who string) int {
+	switch {
+	case rule == auth.Public:
+		return 0
+	case who == "":
+		return 401
+	case who == "user" && rule != auth.Read:
+		return 403
+	}
+	return 0
+}
+
+// TestPVEAccessTable walks the Proxmox surface's router (handlers/pve)
+// with PVE credentials: an admin token, a token of a user who is not on
+// the allowlist, a wrong token, and none; in open mode and with the
+// allowlist. A route without a rule fails it.
+func TestPVEAccessTable(t *testing.T) {
+	for _, allowlist := range []bool{false, true} {
+		t.Run(map[bool]string{false: "open", true: "allowlist"}[allowlist], func(t *testing.T) {
+			ctx := context.Background()
+			log := slog.New(slog.NewTextHandler(io.Discard, nil))
+			st, err := store.Open(ctx, t.TempDir()+"/c.db", store.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			var admins []string
+			if allowlist {
+				admins = []string{"alice@pve"}
+			}
+			policy := auth.NewPolicy(admins, false)
+			tm := tasks.New(st, tasks.Options{Logger: log})
+			defer tm.Close()
+			f := fleet.New(fleet.Options{Logger: log})
+			if err := f.Add(sim.New(sim.Options{Context: "lab", Size: 2})); err != nil {
+				t.Fatal(err)
+			}
+			f.Refresh(ctx)
+			svc, err := apppve.New(ctx, apppve.Options{Fleet: f, Instances: instances.New(f, tm, st, log), Tasks: tm, Store: st, Policy: policy, Log: log})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := chi.NewRouter()
+			r.Route("/api2/json", func(r chi.Router) {
+				pvehandlers.Mount(r, pvehandlers.Deps{Service: svc, Policy: policy, Audit: auth.NewAuditor(st, log), Admins: admins, Log: log})
+			})
+			adminTok, _ := svc.CreateToken(ctx, "alice@pve", "ci", "")
+			userTok, _ := svc.CreateToken(ctx, "bob@pve", "ci", "")
+			who := map[string]string{"admin": adminTok, "user": userTok, "": "", "wrong": "alice@pve!ci=nope"}
+			routes, missing := walkRoutes(t, r)
+			if len(missing) > 0 {
+				t.Fatalf("routes without an access rule: %q", missing)
+			}
+			for _, rt := range routes {
+				path := strings.NewReplacer("{node}", "sim-lab", "{vmid}", "999", "{upid}", "UPID:sim-lab:00000001:00000001:00000001:qmstart:999:root@pam:",
+					"{storage}", "local", "{volid}", "local:vm-999-disk-0", "{snapname}", "s", "{userid}", "alice@pve", "{sid}", "vm:999",
+					"{poolid}", "p", "{action}", "start").Replace(rt.pattern)
+				for name, tok := range who {
+					want := expectPVE(rt.rule, name)
+					if name == "wrong" {
+						want = expectPVE(rt.rule, "")
+					}
+					if name == "user" && !allowlist {
+						want = expectPVE(rt.rule, "admin")
+					}
+					h := map[string]string{}
+					if tok != "" {
+						h["Authorization"] = "PVEAPIToken=" + tok
+					}
+					got := call(r, rt.method, path, "127.0.0.1:40000", h)
+					switch {
+					case want == 0 && (got == 401 || got == 403):
+						t.Errorf("%s %s (%s) as %q: %d, want it let through", rt.method, path, rt.rule, name, got)
+					case want != 0 && got != want:
+						t.Errorf("%s %s (%s) as %q: %d, want %d", rt.method, path, rt.rule, name, got, want)
+					}
+				}
+			}
+			t.Logf("%d pve routes checked", len(routes))
+		})
+	}
 }
