@@ -121,4 +121,3 @@ func (e *env) tls(t testing.TB) *httptest.Server {
 	t.Cleanup(srv.Close)
 	return srv
 }
-
