@@ -8,6 +8,7 @@ pkgs=(
   busybox-static xz-utils cpio file  # hack/build-guest.sh: the test guest's initramfs and kernel
   chromium        # the browser tests (driven by playwright-core)
   nodejs npm      # npm ci for the front-end packages and playwright-core
+  ansible python3-proxmoxer python3-requests  # handlers/pve/ansible_test.go: proxmox_kvm (community.general), proxmoxer under /usr/bin/python3
   ca-certificates
 )
 missing=()
