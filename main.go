@@ -41,6 +41,8 @@ commands:
   serve                       run the dashboard and the APIs (default :8006)
   context list                list the contexts stored in the database
   context add libvirt NAME URI
+  context add proxmox NAME URL USER@REALM!TOKENID [--insecure]
+                              the token's secret is read from CORRAL_PROXMOX_SECRET
   context rm BACKEND NAME
   audit verify                check the audit log's hash chain
   doctor [serve flags]        run every context's diagnostics
@@ -140,8 +142,19 @@ func contextCmd(ctx context.Context, args []string, out io.Writer) error {
 		}
 		fmt.Fprintf(out, "added libvirt/%s; restart corral serve to use it\n", args[2])
 		return nil
+	case args[0] == "add" && (len(args) == 5 || len(args) == 6 && args[5] == "--insecure") && args[1] == "proxmox":
+		secret := os.Getenv("CORRAL_PROXMOX_SECRET") // never a flag: it would show in the process list
+		if secret == "" {
+			return errors.New("set CORRAL_PROXMOX_SECRET to the API token's secret")
+		}
+		conf, _ := json.Marshal(app.ProxmoxConfig{URL: args[3], TokenID: args[4], Secret: secret, Insecure: len(args) == 6})
+		if err := st.PutContext(ctx, store.Context{Backend: "proxmox", Name: args[2], Config: string(conf)}); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "added proxmox/%s; restart corral serve to use it\n", args[2])
+		return nil
 	case args[0] == "add":
-		return errors.New("usage: corral context add libvirt NAME URI (libvirt is the only backend with stored contexts so far)")
+		return errors.New("usage: corral context add libvirt NAME URI | corral context add proxmox NAME URL USER@REALM!TOKENID [--insecure]")
 	case args[0] == "rm" && len(args) == 3:
 		if err := st.DeleteContext(ctx, args[1], args[2]); errors.Is(err, store.ErrNotFound) {
 			return fmt.Errorf("no context %s/%s", args[1], args[2])
@@ -151,7 +164,7 @@ func contextCmd(ctx context.Context, args []string, out io.Writer) error {
 		fmt.Fprintf(out, "removed %s/%s\n", args[1], args[2])
 		return nil
 	}
-	return errors.New("usage: corral context list | add libvirt NAME URI | rm BACKEND NAME")
+	return errors.New("usage: corral context list | add libvirt NAME URI | add proxmox NAME URL TOKENID | rm BACKEND NAME")
 }
 
 // doctorCmd builds the contexts `corral serve` would, with the same flags

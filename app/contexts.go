@@ -4,13 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"strings"
 
 	"github.com/corral-dev/corral/backends"
 	"github.com/corral-dev/corral/backends/libvirt"
+	"github.com/corral-dev/corral/backends/proxmox"
 	"github.com/corral-dev/corral/backends/qemu"
 	"github.com/corral-dev/corral/backends/sim"
+	"github.com/corral-dev/corral/store"
 )
 
 // DemoContexts names the simulated contexts of --demo.
@@ -49,17 +52,26 @@ func (a *App) addContexts(ctx context.Context, dataDir string) error {
 	}
 	specs := map[string]string{}
 	for _, c := range stored {
-		if c.Backend != string(backends.KindLibvirt) {
+		switch backends.Kind(c.Backend) {
+		case backends.KindLibvirt:
+			var conf struct {
+				URI string `json:"uri"`
+			}
+			if err := json.Unmarshal([]byte(c.Config), &conf); err != nil || conf.URI == "" {
+				return fmt.Errorf("app: stored context libvirt/%s has no uri", c.Name)
+			}
+			specs[c.Name] = conf.URI
+		case backends.KindProxmox:
+			b, err := proxmoxContext(c, a.log)
+			if err != nil {
+				return err
+			}
+			if err := a.Fleet.Add(b); err != nil {
+				return err
+			}
+		default:
 			a.log.Warn("app: stored context of a backend this server does not build yet", "backend", c.Backend, "name", c.Name)
-			continue
 		}
-		var conf struct {
-			URI string `json:"uri"`
-		}
-		if err := json.Unmarshal([]byte(c.Config), &conf); err != nil || conf.URI == "" {
-			return fmt.Errorf("app: stored context libvirt/%s has no uri", c.Name)
-		}
-		specs[c.Name] = conf.URI
 	}
 	for _, l := range a.cfg.Libvirt {
 		name, uri, _ := strings.Cut(l, "=")
@@ -73,4 +85,25 @@ func (a *App) addContexts(ctx context.Context, dataDir string) error {
 		}
 	}
 	return nil
+}
+
+// ProxmoxConfig is the stored config of a proxmox context. Secret is the
+// API token's secret: it lives only in this row of the database (mode
+// 0600), is never logged, and no surface shows it back.
+type ProxmoxConfig struct {
+	URL      string `json:"url"`     // https://host:8006/api2/json
+	TokenID  string `json:"tokenId"` // USER@REALM!ID
+	Secret   string `json:"secret"`
+	Insecure bool   `json:"insecure"`
+}
+
+// proxmoxContext builds the backend of a stored proxmox context. The
+// decode error is not wrapped: the config holds the secret.
+func proxmoxContext(c store.Context, log *slog.Logger) (*proxmox.Backend, error) {
+	var conf ProxmoxConfig
+	if err := json.Unmarshal([]byte(c.Config), &conf); err != nil || conf.URL == "" || conf.TokenID == "" || conf.Secret == "" {
+		return nil, fmt.Errorf("app: stored context proxmox/%s needs url, tokenId and secret", c.Name)
+	}
+	return proxmox.New(proxmox.Options{Context: c.Name, URL: conf.URL, TokenID: conf.TokenID, Secret: conf.Secret,
+		InsecureTLS: conf.Insecure, Logger: log.With("context", "proxmox/"+c.Name)}), nil
 }

@@ -315,7 +315,7 @@ func (s *Service) Snapshots(ctx context.Context, node string, vmid int64) ([]map
 	}
 	parent := ""
 	for _, sn := range list {
-		e := map[string]any{"name": sn.Name, "snaptime": sn.Created.Unix(), "description": sn.Description}
+		e := map[string]any{"name": sn.Name, "snaptime": sn.Created.Unix(), "description": snapshotDescription(sn)}
 		if parent != "" {
 			e["parent"] = parent
 		}
@@ -330,4 +330,16 @@ func (s *Service) Snapshots(ctx context.Context, node string, vmid int64) ([]map
 		cur["parent"] = parent
 	}
 	return append(out, cur), nil
+}
+
+// snapshotDescription is a snapshot's description with a last line
+// "corral-consistency: CONSISTENCY": PVE has no field for it, and this
+// is the line Corral's proxmox backend writes on a real PVE and reads
+// back (backends/proxmox), so a Corral behind another Corral keeps it.
+func snapshotDescription(sn backends.Snapshot) string {
+	line := "corral-consistency: " + string(sn.Consistency)
+	if sn.Description == "" {
+		return line
+	}
+	return sn.Description + "\n" + line
 }

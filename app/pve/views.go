@@ -136,7 +136,13 @@ func (s *Service) Guests(ctx context.Context, node, typ string) ([]map[string]an
 		if r.Type != typ {
 			continue
 		}
-		out = append(out, guestMap(r))
+		m := guestMap(r)
+		if typ == "qemu" && in.State == backends.StatePaused {
+			// What PVE's list adds with full=1: status says running,
+			// qmpstatus says paused.
+			m["qmpstatus"] = "paused"
+		}
+		out = append(out, m)
 	}
 	return out, nil
 }

@@ -4,11 +4,13 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/corral-dev/corral/backends"
 	"github.com/corral-dev/corral/backends/libvirt"
+	"github.com/corral-dev/corral/backends/proxmox"
 	"github.com/corral-dev/corral/backends/qemu"
 	"github.com/corral-dev/corral/backends/sim"
 )
@@ -25,6 +27,7 @@ func adapters(t *testing.T) []backends.Backend {
 	}
 	return []backends.Backend{
 		libvirt.New(libvirt.Options{Context: "parity", URI: "test:///default"}),
+		proxmox.New(proxmox.Options{Context: "parity", URL: "https://pve.invalid:8006/api2/json"}),
 		q,
 		sim.New(sim.Options{Context: "parity"}),
 	}
@@ -66,8 +69,16 @@ func TestParityDoc(t *testing.T) {
 		}
 		fmt.Fprintf(&b, " %s |\n", c.Remedy)
 	}
-	b.WriteString("\nBackends not in this table (kubevirt, incus, proxmox, peer) are not\n")
-	b.WriteString("built yet; their contexts cannot be configured.\n")
+	var missing []string
+	for _, k := range []backends.Kind{backends.KindKubeVirt, backends.KindIncus, backends.KindProxmox, backends.KindPeer} {
+		if !slices.ContainsFunc(bs, func(be backends.Backend) bool { return be.Kind() == k }) {
+			missing = append(missing, string(k))
+		}
+	}
+	if len(missing) > 0 {
+		fmt.Fprintf(&b, "\nBackends not in this table (%s) are not\n", strings.Join(missing, ", "))
+		b.WriteString("built yet; their contexts cannot be configured.\n")
+	}
 	got := b.String()
 	if *update {
 		if err := os.WriteFile(parityPath, []byte(got), 0o644); err != nil {
