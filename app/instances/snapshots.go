@@ -5,6 +5,7 @@ import (
 	"io"
 	"slices"
 
+	"github.com/corral-dev/corral/app/snapshot"
 	"github.com/corral-dev/corral/app/tasks"
 	"github.com/corral-dev/corral/backends"
 	"github.com/corral-dev/corral/store"
@@ -157,4 +158,32 @@ func (s *Service) Export(ctx context.Context, o tasks.Origin, text, format strin
 		return nil
 	})
 	return t, cons, err
+}
+
+// PruneSnapshots applies retention to the instance named by text as a
+// task: the oldest "auto-" snapshots beyond the newest keep are deleted,
+// hand-named ones never. It returns the names deleted.
+func (s *Service) PruneSnapshots(ctx context.Context, o tasks.Origin, text string, keep int) (store.Task, []string, error) {
+	spec := tasks.Spec{Action: "prune snapshots", Target: text, Origin: o}
+	ref, b, err := s.resolve(text)
+	if err != nil {
+		return store.Task{}, nil, s.tasks.Refused(ctx, spec, err)
+	}
+	spec.Target = ref.String()
+	sn, err := backends.Snapshots(b)
+	if err != nil {
+		return store.Task{}, nil, s.tasks.Refused(ctx, spec, err)
+	}
+	var deleted []string
+	t, err := s.tasks.Do(ctx, spec, func(ctx context.Context, r *tasks.Run) error {
+		cctx, cancel := s.fleet.CallContext(ctx)
+		defer cancel()
+		var err error
+		deleted, err = snapshot.Prune(cctx, sn, ref, keep)
+		for _, d := range deleted {
+			r.Logf("deleted snapshot %s of %s", d, ref)
+		}
+		return timeout(err, cctx, ref)
+	})
+	return t, deleted, err
 }

@@ -349,6 +349,28 @@ func TestBackendFailureIs502(t *testing.T) {
 	}
 }
 
+func TestSnapshotPrune(t *testing.T) {
+	e := newEnv(t)
+	for _, n := range []string{"auto-a", "keepme", "auto-b", "auto-c"} {
+		if resp := e.call(t, "POST", "/api/vms/sim/lab/-/web-lab-0000/snapshots", `{"name":"`+n+`"}`, nil); resp.StatusCode != 201 {
+			t.Fatalf("snapshot %s = %d", n, resp.StatusCode)
+		}
+	}
+	var apiErr apiError
+	if resp := e.call(t, "POST", "/api/vms/web-lab-0000/snapshots/prune", `{}`, &apiErr); resp.StatusCode != 400 || !strings.Contains(apiErr.Error, "keep") {
+		t.Fatalf("prune without keep = %d %q", resp.StatusCode, apiErr.Error)
+	}
+	var pruned struct{ Deleted []string }
+	if resp := e.call(t, "POST", "/api/vms/web-lab-0000/snapshots/prune", `{"keep":1}`, &pruned); resp.StatusCode != 200 || strings.Join(pruned.Deleted, ",") != "auto-a,auto-b" {
+		t.Fatalf("prune = %d %+v", resp.StatusCode, pruned)
+	}
+	var snaps []struct{ Name string }
+	e.call(t, "GET", "/api/vms/web-lab-0000/snapshots", "", &snaps)
+	if len(snaps) != 2 || snaps[0].Name != "keepme" || snaps[1].Name != "auto-c" {
+		t.Fatalf("left: %+v", snaps)
+	}
+}
+
 func TestDoctor(t *testing.T) {
 	e := newEnv(t)
 	var reports []struct {

@@ -21,6 +21,8 @@ func (h *handler) vmAction(w http.ResponseWriter, r *http.Request) error {
 		return h.vmClone(w, r, ref)
 	case len(parts) == 1 && parts[0] == "snapshots":
 		return h.snapshotCreate(w, r, ref)
+	case len(parts) == 2 && parts[0] == "snapshots" && parts[1] == "prune":
+		return h.snapshotPrune(w, r, ref)
 	case len(parts) == 3 && parts[0] == "snapshots" && parts[2] == "restore":
 		return h.snapshotRevert(w, r, ref, parts[1])
 	case len(parts) != 1:

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/corral-dev/corral/app/instances"
+	"github.com/corral-dev/corral/backends"
 	"github.com/corral-dev/corral/handlers/middleware"
 )
 
@@ -87,5 +88,29 @@ func (h *handler) vmClone(w http.ResponseWriter, r *http.Request, ref string) er
 	}
 	w.Header().Set("Location", "/api/tasks/"+t.ID)
 	writeJSON(w, http.StatusAccepted, map[string]string{"target": dst.Name, "ref": dst.String(), "task": t.ID})
+	return nil
+}
+
+// snapshotPrune answers POST /api/vms/{ref}/snapshots/prune with
+// {"keep": N}: the oldest "auto-" snapshots beyond the newest N are
+// deleted; snapshots named by hand never are.
+func (h *handler) snapshotPrune(w http.ResponseWriter, r *http.Request, ref string) error {
+	var req struct {
+		Keep *int `json:"keep"`
+	}
+	if err := decode(r, &req); err != nil {
+		return err
+	}
+	if req.Keep == nil {
+		return backends.Invalidf("keep is required: the number of auto- snapshots to keep, from 0")
+	}
+	t, deleted, err := h.Instances.PruneSnapshots(r.Context(), middleware.Origin(r, "rest"), ref, *req.Keep)
+	if err != nil {
+		return err
+	}
+	if deleted == nil {
+		deleted = []string{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"deleted": deleted, "task": t.ID})
 	return nil
 }
