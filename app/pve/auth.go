@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/corral-dev/corral/app/auth"
+	"github.com/corral-dev/corral/backends"
 	"github.com/corral-dev/corral/store"
 )
 
@@ -171,15 +172,15 @@ func (s *Service) verifyCSRF(user, tok string) bool {
 // CLI (`corral pve token create`) call this.
 func (s *Service) CreateToken(ctx context.Context, userid, tokenid, comment string) (string, error) {
 	if !ValidUser(userid) {
-		return "", fmt.Errorf("pve: user %q is not a PVE user id: use NAME@REALM, e.g. alice@pve: %w", userid, errInvalid)
+		return "", backends.Invalidf("user %q is not a PVE user id: use NAME@REALM, e.g. alice@pve", userid)
 	}
 	if !tokenRe.MatchString(tokenid) {
-		return "", fmt.Errorf("pve: token id %q is not accepted: use 2 to 64 letters, digits, '.', '-', '_', starting with a letter: %w", tokenid, errInvalid)
+		return "", backends.Invalidf("token id %q is not accepted: use 2 to 64 letters, digits, '.', '-', '_', starting with a letter", tokenid)
 	}
 	secret := uuid()
 	err := s.Store.CreatePVEToken(ctx, store.PVEToken{UserID: userid, TokenID: tokenid, Comment: comment}, secret)
 	if errors.Is(err, store.ErrExists) {
-		return "", fmt.Errorf("pve: token %s!%s exists already: revoke it first: %w", userid, tokenid, err)
+		return "", backends.Conflictf("token %s!%s exists already: revoke it first", userid, tokenid)
 	}
 	if err != nil {
 		return "", err
@@ -187,12 +188,14 @@ func (s *Service) CreateToken(ctx context.Context, userid, tokenid, comment stri
 	return userid + "!" + tokenid + "=" + secret, nil
 }
 
-var errInvalid = errors.New("invalid")
-
 // RevokeToken deletes a token; it returns an error wrapping
 // store.ErrNotFound when there is none.
 func (s *Service) RevokeToken(ctx context.Context, userid, tokenid string) error {
-	if err := s.Store.DeletePVEToken(ctx, userid, tokenid); err != nil {
+	err := s.Store.DeletePVEToken(ctx, userid, tokenid)
+	if errors.Is(err, store.ErrNotFound) {
+		return backends.NotFoundf("token %s!%s does not exist", userid, tokenid)
+	}
+	if err != nil {
 		return fmt.Errorf("pve: revoke token %s!%s: %w", userid, tokenid, err)
 	}
 	return nil

@@ -18,6 +18,7 @@ import (
 	"github.com/corral-dev/corral/app/fleet"
 	"github.com/corral-dev/corral/app/images"
 	"github.com/corral-dev/corral/app/instances"
+	apppve "github.com/corral-dev/corral/app/pve"
 	"github.com/corral-dev/corral/app/tasks"
 	"github.com/corral-dev/corral/backends"
 	"github.com/corral-dev/corral/backends/sim"
@@ -64,11 +65,15 @@ func newEnvWith(t *testing.T, bs ...backends.Backend) *env {
 	tm := tasks.New(st, tasks.Options{})
 	t.Cleanup(tm.Close)
 	svc := instances.New(f, tm, st, nil, instances.WithImages(&images.Resolver{Dir: filepath.Join(dir, "images")}))
+	pveSvc, err := apppve.New(ctx, apppve.Options{Fleet: f, Instances: svc, Tasks: tm, Store: st, Policy: auth.NewPolicy(nil, false)})
+	if err != nil {
+		t.Fatal(err)
+	}
 	r := chi.NewRouter()
 	r.Use(middleware.RequestID, middleware.Identify(auth.NewResolver(auth.Config{}, auth.NewPolicy(nil, false), auth.ResolverOptions{})))
 	api.MountHealth(r, api.HealthDeps{Store: st})
 	r.Route("/api", func(r chi.Router) {
-		api.Mount(r, api.Deps{Instances: svc, Fleet: f, Tasks: tm})
+		api.Mount(r, api.Deps{Instances: svc, Fleet: f, Tasks: tm, PVE: pveSvc, Audit: auth.NewAuditor(st, nil)})
 	})
 	srv := httptest.NewServer(r)
 	t.Cleanup(srv.Close)
@@ -368,6 +373,43 @@ func TestSnapshotPrune(t *testing.T) {
 	e.call(t, "GET", "/api/vms/web-lab-0000/snapshots", "", &snaps)
 	if len(snaps) != 2 || snaps[0].Name != "keepme" || snaps[1].Name != "auto-c" {
 		t.Fatalf("left: %+v", snaps)
+	}
+}
+
+func TestPVETokens(t *testing.T) {
+	e := newEnv(t)
+	var created struct{ Value string }
+	resp := e.call(t, "POST", "/api/pve/tokens", `{"user":"alice@pve","tokenId":"tf","comment":"terraform"}`, &created)
+	if resp.StatusCode != 201 || !strings.HasPrefix(created.Value, "alice@pve!tf=") || len(created.Value) < len("alice@pve!tf=")+36 {
+		t.Fatalf("create = %d %q", resp.StatusCode, created.Value)
+	}
+	var apiErr apiError
+	if resp := e.call(t, "POST", "/api/pve/tokens", `{"user":"alice@pve","tokenId":"tf"}`, &apiErr); resp.StatusCode != 409 {
+		t.Fatalf("second create = %d %q", resp.StatusCode, apiErr.Error)
+	}
+	if resp := e.call(t, "POST", "/api/pve/tokens", `{"user":"alice","tokenId":"tf"}`, &apiErr); resp.StatusCode != 400 || !strings.Contains(apiErr.Error, "NAME@REALM") {
+		t.Fatalf("bad user = %d %q", resp.StatusCode, apiErr.Error)
+	}
+	var list []struct{ User, TokenID, Comment string }
+	e.call(t, "GET", "/api/pve/tokens", "", &list)
+	if len(list) != 1 || list[0].User != "alice@pve" || list[0].Comment != "terraform" {
+		t.Fatalf("list = %+v", list)
+	}
+	secret := strings.SplitN(created.Value, "=", 2)[1]
+	data, _ := json.Marshal(list)
+	if strings.Contains(string(data), secret) {
+		t.Fatal("the token list shows the secret")
+	}
+	if resp := e.call(t, "DELETE", "/api/pve/tokens/alice@pve/tf", "", nil); resp.StatusCode != 200 {
+		t.Fatalf("revoke = %d", resp.StatusCode)
+	}
+	if resp := e.call(t, "DELETE", "/api/pve/tokens/alice@pve/tf", "", &apiErr); resp.StatusCode != 404 {
+		t.Fatalf("second revoke = %d", resp.StatusCode)
+	}
+	var audit []struct{ Action, Outcome string }
+	e.call(t, "GET", "/api/tasklog?action=pve+token+create", "", &audit)
+	if len(audit) != 3 || audit[2].Outcome != "ok" {
+		t.Fatalf("audit of token creation = %+v", audit)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/corral-dev/corral/app/auth"
 	"github.com/corral-dev/corral/app/fleet"
 	"github.com/corral-dev/corral/app/instances"
+	apppve "github.com/corral-dev/corral/app/pve"
 	"github.com/corral-dev/corral/app/tasks"
 	"github.com/corral-dev/corral/handlers/middleware"
 )
@@ -26,6 +27,8 @@ type Deps struct {
 	// Audit records refused mutations (nil: not recorded).
 	Policy *auth.Policy
 	Audit  *auth.Auditor
+	// PVE manages the Proxmox API's tokens (nil: those routes answer 404).
+	PVE *apppve.Service
 }
 
 type handler struct {
@@ -67,6 +70,9 @@ func Mount(r chi.Router, d Deps) {
 	}
 	route(http.MethodGet, "/images", auth.Read, h.imageList)
 	route(http.MethodGet, "/doctor", auth.Read, h.doctor)
+	route(http.MethodGet, "/pve/tokens", auth.Privileged, h.pveTokenList)
+	route(http.MethodPost, "/pve/tokens", auth.Admin, h.pveTokenCreate)
+	route(http.MethodDelete, "/pve/tokens/{user}/{tokenId}", auth.Admin, h.pveTokenRevoke)
 	route(http.MethodGet, "/tasks/{id}", auth.Read, h.taskGet)
 	route(http.MethodGet, "/tasklog", auth.Read, h.taskLog)
 	// Unknown routes answer 404/405 in JSON, except to callers refused
