@@ -173,6 +173,10 @@ func TestQuery(t *testing.T) {
 	if p.Total == 0 {
 		t.Fatal("search found nothing")
 	}
+	all, _ := s.Query(fleet.Query{All: true, PerPage: 5})
+	if len(all.Instances) != 30 || all.Pages != 1 {
+		t.Fatalf("All: %d rows on %d pages, want 30 on 1", len(all.Instances), all.Pages)
+	}
 	p, _ = s.Query(fleet.Query{Page: 99})
 	if p.Page != p.Pages {
 		t.Fatalf("page past the end = %d of %d", p.Page, p.Pages)

@@ -20,6 +20,9 @@ type Query struct {
 	Desc    bool
 	Page    int // 1-based; default 1
 	PerPage int // default 50, at most 500
+	// All returns every match on one page (scripts that want the whole
+	// list); Page and PerPage are ignored.
+	All bool
 }
 
 // SortKeys lists the accepted sort keys.
@@ -108,12 +111,15 @@ func (s *Snapshot) Query(q Query) (Page, error) {
 		return c
 	})
 	p.Total = len(out)
-	p.Pages = max(1, (p.Total+q.PerPage-1)/q.PerPage)
+	if q.All {
+		p.Page, p.PerPage = 1, max(1, len(out))
+	}
+	p.Pages = max(1, (p.Total+p.PerPage-1)/p.PerPage)
 	if p.Page > p.Pages {
 		p.Page = p.Pages
 	}
-	lo := min((p.Page-1)*q.PerPage, len(out))
-	hi := min(lo+q.PerPage, len(out))
+	lo := min((p.Page-1)*p.PerPage, len(out))
+	hi := min(lo+p.PerPage, len(out))
 	p.Instances = out[lo:hi]
 	return p, nil
 }

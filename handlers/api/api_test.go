@@ -151,6 +151,20 @@ func TestListAndPaging(t *testing.T) {
 	}
 }
 
+func TestListAllWithoutPaging(t *testing.T) {
+	e := newEnvWith(t, sim.New(sim.Options{Context: "big", Size: 1200}))
+	var all []vm
+	resp := e.call(t, "GET", "/api/vms", "", &all)
+	if len(all) != 1200 || resp.Header.Get("X-Corral-Total") != "1200" {
+		t.Fatalf("GET /api/vms over 1200 instances gave %d (total %s)", len(all), resp.Header.Get("X-Corral-Total"))
+	}
+	var page []vm
+	e.call(t, "GET", "/api/vms?per_page=1000", "", &page)
+	if len(page) != 500 {
+		t.Fatalf("per_page=1000 gave %d rows, want the cap of 500", len(page))
+	}
+}
+
 func TestPartialFleet(t *testing.T) {
 	e := newEnv(t)
 	e.prod.SetFail(func(op string) error {

@@ -17,9 +17,7 @@ func (h *handler) vmList(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	snap := h.Fleet.Snapshot()
-	if !paged {
-		q.PerPage = max(1, len(snap.Instances))
-	}
+	q.All = !paged
 	page, err := snap.Query(q)
 	if err != nil {
 		return err
