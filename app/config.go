@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -23,6 +24,9 @@ type Config struct {
 	// Accel is the local context's QEMU accelerator: auto (probe KVM, else
 	// TCG), tcg or kvm.
 	Accel string
+	// Kubeconfig offers a KubeVirt context per context of this kubeconfig,
+	// read and never written; a missing file offers none.
+	Kubeconfig string
 	// Libvirt lists extra libvirt contexts as NAME=URI.
 	Libvirt []string
 	// RefreshInterval and ContextTimeout tune the fleet; zero means the
@@ -82,6 +86,11 @@ func ParseServe(args []string, getenv func(string) string) (Config, error) {
 	fs.BoolVar(&cfg.Demo, "demo", cfg.Demo, "add a simulated fleet (env CORRAL_DEMO)")
 	fs.IntVar(&cfg.DemoSize, "demo-size", cfg.DemoSize, "instances in the simulated fleet (env CORRAL_DEMO_SIZE)")
 	fs.StringVar(&cfg.Accel, "accel", cfg.Accel, "QEMU accelerator of the local context: auto, tcg or kvm (env CORRAL_ACCEL)")
+	cfg.Kubeconfig = getenv("CORRAL_KUBECONFIG")
+	if cfg.Kubeconfig == "" && getenv("HOME") != "" {
+		cfg.Kubeconfig = filepath.Join(getenv("HOME"), ".kube", "config")
+	}
+	fs.StringVar(&cfg.Kubeconfig, "kubeconfig", cfg.Kubeconfig, "offer a KubeVirt context per context of the kubeconfig at `PATH`, read and never written (env CORRAL_KUBECONFIG; default ~/.kube/config)")
 	fs.Var(&libvirt, "libvirt", "add a libvirt context `NAME=URI`, e.g. test=test:///default (repeatable; env CORRAL_LIBVIRT)")
 	fs.DurationVar(&cfg.RefreshInterval, "refresh", 0, "refresh the inventory every `DURATION` (default 10s)")
 	fs.DurationVar(&cfg.ContextTimeout, "context-timeout", 0, "give each context `DURATION` to answer (default 8s)")

@@ -3,12 +3,17 @@ package app
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"path/filepath"
 	"strings"
 
+	"k8s.io/client-go/rest"
+
 	"github.com/corral-dev/corral/backends"
+	"github.com/corral-dev/corral/backends/kubevirt"
 	"github.com/corral-dev/corral/backends/libvirt"
 	"github.com/corral-dev/corral/backends/proxmox"
 	"github.com/corral-dev/corral/backends/qemu"
@@ -83,6 +88,40 @@ func (a *App) addContexts(ctx context.Context, dataDir string) error {
 		if err := a.Fleet.Add(b); err != nil {
 			return err
 		}
+	}
+	return a.addKubeVirt()
+}
+
+// addKubeVirt offers a KubeVirt context per context of the host's
+// kubeconfig (none when the host has no kubeconfig: a context that is
+// offered is listed, doctored and reported), and the "in-cluster" context
+// when Corral runs in a pod with a ServiceAccount (deploy/kubernetes).
+func (a *App) addKubeVirt() error {
+	if a.cfg.Kubeconfig != "" {
+		names, err := kubevirt.ContextsFromKubeconfig(a.cfg.Kubeconfig)
+		switch {
+		case errors.Is(err, fs.ErrNotExist): // no kubeconfig on this host
+		case err != nil:
+			a.log.Warn("app: kubeconfig unreadable; no KubeVirt contexts", "path", a.cfg.Kubeconfig, "err", err)
+		default:
+			for _, name := range names {
+				b, err := kubevirt.New(kubevirt.Options{Context: name, Kubeconfig: a.cfg.Kubeconfig, Logger: a.log})
+				if err != nil {
+					a.log.Warn("app: KubeVirt context skipped", "context", name, "err", err)
+					continue
+				}
+				if err := a.Fleet.Add(b); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if rc, err := rest.InClusterConfig(); err == nil {
+		b, err := kubevirt.New(kubevirt.Options{Context: "in-cluster", RESTConfig: rc, Logger: a.log})
+		if err != nil {
+			return err
+		}
+		return a.Fleet.Add(b)
 	}
 	return nil
 }

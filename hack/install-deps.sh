@@ -9,7 +9,7 @@ pkgs=(
   chromium        # the browser tests (driven by playwright-core)
   nodejs npm      # npm ci for the front-end packages and playwright-core
   ansible python3-proxmoxer python3-requests  # handlers/pve/ansible_test.go: proxmox_kvm (community.general), proxmoxer under /usr/bin/python3
-  ca-certificates
+  ca-certificates openssl curl  # hack/testenv.sh: the API server's keys and its readiness probe
 )
 missing=()
 for p in "${pkgs[@]}"; do

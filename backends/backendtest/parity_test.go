@@ -8,7 +8,10 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/client-go/rest"
+
 	"github.com/corral-dev/corral/backends"
+	"github.com/corral-dev/corral/backends/kubevirt"
 	"github.com/corral-dev/corral/backends/libvirt"
 	"github.com/corral-dev/corral/backends/proxmox"
 	"github.com/corral-dev/corral/backends/qemu"
@@ -25,7 +28,12 @@ func adapters(t *testing.T) []backends.Backend {
 	if err != nil {
 		t.Fatal(err)
 	}
+	kv, err := kubevirt.New(kubevirt.Options{Context: "parity", RESTConfig: &rest.Config{Host: "https://127.0.0.1:1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	return []backends.Backend{
+		kv,
 		libvirt.New(libvirt.Options{Context: "parity", URI: "test:///default"}),
 		proxmox.New(proxmox.Options{Context: "parity", URL: "https://pve.invalid:8006/api2/json"}),
 		q,

@@ -1,0 +1,79 @@
+package kubevirt
+
+import (
+	"context"
+	"sync"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/corral-dev/corral/backends"
+)
+
+// Watch implements backends.Watcher with shared informers on the
+// VirtualMachines and VirtualMachineInstances of every namespace: each
+// add, update and delete of either becomes one Event naming the VM, so a
+// VMI getting its IP refreshes the instance as much as a label change
+// does. The informers resynchronise after a dropped watch by themselves;
+// the fleet refreshes the whole context on every event, so a burst of
+// events costs one refresh per event at most, never a missed change.
+//
+// Watch first lists the VMs once, so that a context that cannot be
+// reached or read is reported here rather than as silence.
+func (b *Backend) Watch(ctx context.Context) (<-chan backends.Event, error) {
+	if _, err := b.dyn.Resource(gvrVM).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
+		return nil, b.fail("watch the virtual machines of", "context "+b.opts.Context, err)
+	}
+	ch := make(chan backends.Event, 64)
+	var mu sync.Mutex
+	closed := false
+	send := func(o any, deleted bool) {
+		if t, ok := o.(cache.DeletedFinalStateUnknown); ok {
+			o, deleted = t.Obj, true
+		}
+		u, ok := o.(*unstructured.Unstructured)
+		if !ok {
+			return
+		}
+		ev := backends.Event{Ref: b.ref(u.GetNamespace(), u.GetName()), Deleted: deleted}
+		mu.Lock()
+		defer mu.Unlock()
+		if closed {
+			return
+		}
+		// Blocking here holds only this handler's queue (client-go buffers
+		// per handler), never the informer; ctx ending releases it.
+		select {
+		case ch <- ev:
+		case <-ctx.Done():
+		}
+	}
+	handler := cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { send(o, false) },
+		UpdateFunc: func(_, o any) { send(o, false) },
+		DeleteFunc: func(o any) { send(o, true) },
+	}
+	f := dynamicinformer.NewDynamicSharedInformerFactory(b.dyn, 0)
+	for _, gvr := range []schema.GroupVersionResource{gvrVM, gvrVMI} {
+		inf := f.ForResource(gvr).Informer()
+		_ = inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
+			b.opts.Logger.Warn("kubevirt: watch interrupted, resuming", "context", b.opts.Context, "resource", gvr.Resource, "err", err)
+		})
+		if _, err := inf.AddEventHandler(handler); err != nil {
+			return nil, backends.Failed("could not watch context "+b.opts.Context, err)
+		}
+	}
+	f.Start(ctx.Done())
+	go func() {
+		<-ctx.Done()
+		f.Shutdown() // waits for the informers' goroutines
+		mu.Lock()
+		closed = true
+		close(ch)
+		mu.Unlock()
+	}()
+	return ch, nil
+}
