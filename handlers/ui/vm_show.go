@@ -67,8 +67,8 @@ func summary(in backends.Instance, consoles bool) views.Summary {
 		State:     string(in.State),
 		Type:      string(in.Type),
 		CPU:       strconv.Itoa(in.CPUs),
-		Memory:    backends.FormatMiB(in.MemoryMiB, 0),
-		Disk:      backends.FormatMiB(in.DiskMiB, 0),
+		Memory:    sizeOrDash(in.MemoryMiB),
+		Disk:      sizeOrDash(in.DiskMiB),
 		IP:        orDash(in.IP),
 		Node:      orDash(in.Node),
 		Tags:      in.Tags,
@@ -106,4 +106,13 @@ func orDash(s string) string {
 func (s *server) hasConsoles(ref backends.InstanceRef) bool {
 	b, err := s.Fleet.Backend(ref)
 	return err == nil && backends.Supports[backends.ConsoleDialer](b)
+}
+
+// sizeOrDash formats MiB, or a dash when the backend does not report the
+// size (0): libvirt's list has no disk sizes, and "0" would be a claim.
+func sizeOrDash(mib int64) string {
+	if mib <= 0 {
+		return "—"
+	}
+	return backends.FormatMiB(mib, 0)
 }
