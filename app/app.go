@@ -22,6 +22,7 @@ import (
 
 	"github.com/corral-dev/corral/app/auth"
 	"github.com/corral-dev/corral/app/fleet"
+	"github.com/corral-dev/corral/app/folders"
 	"github.com/corral-dev/corral/app/images"
 	"github.com/corral-dev/corral/app/instances"
 	apppve "github.com/corral-dev/corral/app/pve"
@@ -182,7 +183,8 @@ func (a *App) routes(assets *static.Assets) http.Handler {
 		r.Use(func(h http.Handler) http.Handler { return compress(h) })
 		api.MountHealth(r, api.HealthDeps{Store: a.Store})
 		r.Route("/api", func(r chi.Router) {
-			api.Mount(r, api.Deps{Instances: a.Instances, Fleet: a.Fleet, Tasks: a.Tasks, Log: a.log, Policy: a.policy, Audit: a.auditor, PVE: a.PVE})
+			api.Mount(r, api.Deps{Instances: a.Instances, Fleet: a.Fleet, Tasks: a.Tasks, Log: a.log, Policy: a.policy, Audit: a.auditor, PVE: a.PVE,
+				Folders: folders.New(a.Store, a.Fleet, a.Tasks, a.Instances, folders.Options{})})
 		})
 		ui.Mount(r, ui.Deps{Instances: a.Instances, Fleet: a.Fleet, Tasks: a.Tasks, Assets: assets, Log: a.log,
 			Policy: a.policy, Audit: a.auditor, Sessions: a.sessions, OIDC: a.oidc})

@@ -48,7 +48,7 @@ openssl genrsa -out "$w/sa.key" 2048 2>/dev/null
   --cert-dir="$w/certs" --token-auth-file="$w/tokens.csv" --authorization-mode=RBAC \
   --service-account-key-file="$w/sa.key" --service-account-signing-key-file="$w/sa.key" \
   --service-account-issuer=https://kubernetes.default.svc --service-cluster-ip-range=10.0.0.0/24 \
-  --disable-admission-plugins=ServiceAccount,StorageObjectInUseProtection >"$w/apiserver.log" 2>&1 &
+  --disable-admission-plugins=ServiceAccount,StorageObjectInUseProtection --allow-privileged=true >"$w/apiserver.log" 2>&1 &
 pids+=($!)
 
 cat >"$w/kubeconfig" <<KC

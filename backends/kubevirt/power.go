@@ -55,6 +55,9 @@ func (b *Backend) Power(ctx context.Context, ref backends.InstanceRef, action ba
 func (b *Backend) power(ctx context.Context, ref backends.InstanceRef, action backends.Action) error {
 	vm, vmi, err := b.getVM(ctx, ref)
 	if err != nil {
+		if pvc, pod, ok := b.asCT(ctx, ref, err); ok {
+			return b.powerCT(ctx, ref, pvc, pod, action)
+		}
 		return err
 	}
 	what := "VM " + ref.Namespace + "/" + ref.Name

@@ -41,13 +41,25 @@ func (b *Backend) List(ctx context.Context) ([]backends.Instance, error) {
 		vmi := byKey[types.NamespacedName{Namespace: vm.GetNamespace(), Name: vm.GetName()}]
 		out = append(out, b.instance(vm.Object, vmi))
 	}
-	return out, nil
+	cts, err := b.listCTs(ctx)
+	if errors.Is(err, backends.ErrForbidden) {
+		// Credentials that may read VMs but not pods or PVCs: list the VMs.
+		b.opts.Logger.Warn("kubevirt: containers not listed", "context", b.opts.Context, "err", err)
+		return out, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return append(out, cts...), nil
 }
 
 // Get implements backends.Backend.
 func (b *Backend) Get(ctx context.Context, ref backends.InstanceRef) (backends.Instance, error) {
 	vm, vmi, err := b.getVM(ctx, ref)
 	if err != nil {
+		if pvc, pod, ok := b.asCT(ctx, ref, err); ok {
+			return b.ctInstance(pvc, pod), nil
+		}
 		return backends.Instance{}, err
 	}
 	return b.instance(vm.Object, vmi), nil
@@ -91,6 +103,9 @@ func (b *Backend) getVMI(ctx context.Context, namespace, name string) (obj, erro
 func (b *Backend) Delete(ctx context.Context, ref backends.InstanceRef) error {
 	vm, _, err := b.getVM(ctx, ref)
 	if err != nil {
+		if _, _, ok := b.asCT(ctx, ref, err); ok {
+			return b.deleteCT(ctx, ref.Namespace, ref.Name)
+		}
 		return err
 	}
 	what := "VM " + ref.Namespace + "/" + ref.Name

@@ -240,13 +240,23 @@ func TestStaleUpdateConflict(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	first, second := vm.DeepCopy(), vm.DeepCopy()
-	first.SetAnnotations(map[string]string{"who": "first"})
-	second.SetAnnotations(map[string]string{"who": "second"})
-	if _, err := vms.Update(ctx, first, metav1.UpdateOptions{}); err != nil {
+	// The test's KubeVirt controller writes the VM's status meanwhile, so
+	// the writes that must succeed re-read on a conflict; the one that
+	// must fail uses a copy older than a write that did succeed.
+	stale := vm.DeepCopy()
+	stale.SetAnnotations(map[string]string{"who": "second"})
+	if err := retryConflict(func() error {
+		cur, err := vms.Get(ctx, "stale", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		cur.SetAnnotations(map[string]string{"who": "first"})
+		_, err = vms.Update(ctx, cur, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
 		t.Fatalf("first update: %v", err)
 	}
-	_, err = vms.Update(ctx, second, metav1.UpdateOptions{})
+	_, err = vms.Update(ctx, stale, metav1.UpdateOptions{})
 	if !apierrors.IsConflict(err) {
 		t.Fatalf("second update: %v, want 409", err)
 	}
@@ -265,9 +275,29 @@ func TestStaleUpdateConflict(t *testing.T) {
 		t.Fatalf("the stale patch changed the run strategy to %q", rs)
 	}
 	// A fresh read goes through.
-	if err := kubevirt.PatchRunStrategy(b, ctx, cur, "Halted"); err != nil {
+	if err := retryConflict(func() error {
+		cur, err := vms.Get(ctx, "stale", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		return kubevirt.PatchRunStrategy(b, ctx, cur, "Halted")
+	}); err != nil {
 		t.Fatalf("patch from a fresh read: %v", err)
 	}
+}
+
+// retryConflict runs fn again, up to five times, while it fails with a
+// conflict: what a client does when another writer (here the test's
+// controller) changed the object between its read and its write.
+func retryConflict(fn func() error) error {
+	var err error
+	for range 5 {
+		if err = fn(); err == nil || !(apierrors.IsConflict(err) || errors.Is(err, backends.ErrConflict)) {
+			return err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return err
 }
 
 // TestDoctor: on the test server every check passes; a default namespace

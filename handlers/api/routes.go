@@ -11,6 +11,7 @@ import (
 
 	"github.com/corral-dev/corral/app/auth"
 	"github.com/corral-dev/corral/app/fleet"
+	"github.com/corral-dev/corral/app/folders"
 	"github.com/corral-dev/corral/app/instances"
 	apppve "github.com/corral-dev/corral/app/pve"
 	"github.com/corral-dev/corral/app/tasks"
@@ -29,6 +30,8 @@ type Deps struct {
 	Audit  *auth.Auditor
 	// PVE manages the Proxmox API's tokens (nil: those routes answer 404).
 	PVE *apppve.Service
+	// Folders runs the folder tree and bulk actions (nil: those routes answer 404).
+	Folders *folders.Service
 }
 
 type handler struct {
@@ -68,11 +71,23 @@ func Mount(r chi.Router, d Deps) {
 	for _, p := range []string{"/vms/{r1}/export", "/vms/{r1}/{r2}/{r3}/{r4}/export", "/vms/{r0}/{r1}/{r2}/{r3}/{r4}/export"} {
 		route(http.MethodGet, p, auth.Privileged, h.vmExportRoute)
 	}
+	route(http.MethodGet, "/cts", auth.Read, h.ctList)
+	route(http.MethodPost, "/cts", auth.Admin, h.ctCreate)
+	route(http.MethodPost, "/cts/*", auth.Admin, h.ctAction) // {ref}/{action}: start|stop
+	route(http.MethodDelete, "/cts/*", auth.Admin, h.ctDelete)
 	route(http.MethodGet, "/images", auth.Read, h.imageList)
 	route(http.MethodGet, "/doctor", auth.Read, h.doctor)
 	route(http.MethodGet, "/pve/tokens", auth.Privileged, h.pveTokenList)
 	route(http.MethodPost, "/pve/tokens", auth.Admin, h.pveTokenCreate)
 	route(http.MethodDelete, "/pve/tokens/{user}/{tokenId}", auth.Admin, h.pveTokenRevoke)
+	fa := folderAPI{handler: h, svc: d.Folders}
+	route(http.MethodGet, "/folders", auth.Read, fa.list)
+	route(http.MethodPost, "/folders", auth.Admin, fa.create)
+	route(http.MethodDelete, "/folders", auth.Admin, fa.delete)
+	route(http.MethodPost, "/folders/move", auth.Admin, fa.move)
+	route(http.MethodPost, "/folders/members", auth.Admin, fa.memberAdd)
+	route(http.MethodDelete, "/folders/members", auth.Admin, fa.memberRemove)
+	route(http.MethodPost, "/folders/action", auth.Admin, fa.action)
 	route(http.MethodGet, "/tasks/{id}", auth.Read, h.taskGet)
 	route(http.MethodGet, "/tasklog", auth.Read, h.taskLog)
 	// Unknown routes answer 404/405 in JSON, except to callers refused
