@@ -154,6 +154,19 @@ func TestDeployManifests(t *testing.T) {
 	step("DeleteSnapshot", b.DeleteSnapshot(ctx, in.Ref, "s1"))
 	step("Delete", b.Delete(ctx, in.Ref))
 	step("Delete clone", b.Delete(ctx, c.Ref))
+
+	// A CT: its Pod, PVC and Service, listed beside the VMs (List skips
+	// CTs it may not read, so the listing is the check of that RBAC).
+	ct, err := b.CreateContainer(ctx, backends.Spec{Name: "rbac-ct", Namespace: e.ns, CPUs: 1, MemoryMiB: 256}, "docker.io/library/busybox:1.36", false)
+	step("CreateContainer", err)
+	list, err := b.List(ctx)
+	step("List", err)
+	if !slices.ContainsFunc(list, func(i backends.Instance) bool { return i.Ref == ct.Ref && i.Type == backends.TypeCT }) {
+		t.Fatalf("List as the ServiceAccount does not show the CT %s", ct.Ref)
+	}
+	step("stop CT", b.Power(ctx, ct.Ref, backends.ActionStop))
+	step("start CT", b.Power(ctx, ct.Ref, backends.ActionStart))
+	step("Delete CT", b.Delete(ctx, ct.Ref))
 	stop()
 	for range events { // drains until Watch closes the channel
 	}
