@@ -38,6 +38,39 @@ func foreignVM(name string) *unstructured.Unstructured {
 
 // TestWatchSeesForeignVM: a VM created and deleted by someone else reaches
 // the Watcher channel, and the channel closes when the context ends.
+// TestWatchSeesCT: a CT's pod going away (a node drain, kubectl delete)
+// reaches the fleet as an event naming the CT.
+func TestWatchSeesCT(t *testing.T) {
+	e := newEnv(t)
+	b := e.backend(t)
+	ctx, cancel := context.WithCancel(ctxT(t))
+	defer cancel()
+	ct, err := b.CreateContainer(ctx, backends.Spec{Name: "watched", Namespace: e.ns, CPUs: 1, MemoryMiB: 256}, "docker.io/library/busybox:1.36", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Delete(context.Background(), ct.Ref)
+	ch, err := b.Watch(ctx)
+	if err != nil {
+		t.Fatalf("Watch: %v", err)
+	}
+	zero := int64(0)
+	if err := e.kube.CoreV1().Pods(e.ns).Delete(ctx, "watched", metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		t.Fatal(err)
+	}
+	timeout := time.After(15 * time.Second)
+	for {
+		select {
+		case ev := <-ch:
+			if ev.Ref == ct.Ref && ev.Deleted {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("no event for the CT %v within 15 s of its pod's deletion", ct.Ref)
+		}
+	}
+}
+
 func TestWatchSeesForeignVM(t *testing.T) {
 	e := newEnv(t)
 	b := e.backend(t)

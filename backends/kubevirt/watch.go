@@ -14,7 +14,8 @@ import (
 )
 
 // Watch implements backends.Watcher with shared informers on the
-// VirtualMachines and VirtualMachineInstances of every namespace: each
+// VirtualMachines and VirtualMachineInstances of every namespace, and on
+// the Pods and PVCs of CTs (labelled corral.dev/ct): each
 // add, update and delete of either becomes one Event naming the VM, so a
 // VMI getting its IP refreshes the instance as much as a label change
 // does. The informers resynchronise after a dropped watch by themselves;
@@ -38,7 +39,12 @@ func (b *Backend) Watch(ctx context.Context) (<-chan backends.Event, error) {
 		if !ok {
 			return
 		}
-		ev := backends.Event{Ref: b.ref(u.GetNamespace(), u.GetName()), Deleted: deleted}
+		name := u.GetName()
+		if ct := u.GetLabels()[labelCT]; ct != "" {
+			// A CT's Pod, PVC ("NAME-data") or Service: the event names the CT.
+			name = ct
+		}
+		ev := backends.Event{Ref: b.ref(u.GetNamespace(), name), Deleted: deleted}
 		mu.Lock()
 		defer mu.Unlock()
 		if closed {
@@ -66,10 +72,25 @@ func (b *Backend) Watch(ctx context.Context) (<-chan backends.Event, error) {
 			return nil, backends.Failed("could not watch context "+b.opts.Context, err)
 		}
 	}
+	// CTs: their Pods and data PVCs, and nothing else of the cluster's
+	// (the label selector keeps the informers' caches small).
+	cts := dynamicinformer.NewFilteredDynamicSharedInformerFactory(b.dyn, 0, metav1.NamespaceAll,
+		func(o *metav1.ListOptions) { o.LabelSelector = labelCT })
+	for _, gvr := range []schema.GroupVersionResource{{Version: "v1", Resource: "pods"}, {Version: "v1", Resource: "persistentvolumeclaims"}} {
+		inf := cts.ForResource(gvr).Informer()
+		_ = inf.SetWatchErrorHandlerWithContext(func(_ context.Context, _ *cache.Reflector, err error) {
+			b.opts.Logger.Warn("kubevirt: watch interrupted, resuming", "context", b.opts.Context, "resource", gvr.Resource, "err", err)
+		})
+		if _, err := inf.AddEventHandler(handler); err != nil {
+			return nil, backends.Failed("could not watch context "+b.opts.Context, err)
+		}
+	}
 	f.Start(ctx.Done())
+	cts.Start(ctx.Done())
 	go func() {
 		<-ctx.Done()
 		f.Shutdown() // waits for the informers' goroutines
+		cts.Shutdown()
 		mu.Lock()
 		closed = true
 		close(ch)
