@@ -187,7 +187,7 @@ func (a *App) routes(assets *static.Assets) http.Handler {
 				Folders: folders.New(a.Store, a.Fleet, a.Tasks, a.Instances, folders.Options{})})
 		})
 		ui.Mount(r, ui.Deps{Instances: a.Instances, Fleet: a.Fleet, Tasks: a.Tasks, Assets: assets, Log: a.log,
-			Policy: a.policy, Audit: a.auditor, Sessions: a.sessions, OIDC: a.oidc})
+			Policy: a.policy, Audit: a.auditor, Sessions: a.sessions, OIDC: a.oidc, PVE: a.PVE})
 	})
 	return r
 }

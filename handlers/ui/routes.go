@@ -13,6 +13,7 @@ import (
 	"github.com/corral-dev/corral/app/auth"
 	"github.com/corral-dev/corral/app/fleet"
 	"github.com/corral-dev/corral/app/instances"
+	apppve "github.com/corral-dev/corral/app/pve"
 	"github.com/corral-dev/corral/app/tasks"
 	"github.com/corral-dev/corral/handlers/middleware"
 	"github.com/corral-dev/corral/static"
@@ -33,6 +34,8 @@ type Deps struct {
 	// configured.
 	Sessions *scs.SessionManager
 	OIDC     *auth.OIDC
+	// PVE manages the Proxmox API's tokens (nil: those pages answer 404).
+	PVE *apppve.Service
 }
 
 // server holds the dependencies of every handler of the surface.
@@ -69,6 +72,9 @@ func Mount(r chi.Router, d Deps) {
 	route(http.MethodGet, "/ui/activity", auth.Read, s.activity)
 	route(http.MethodGet, "/ui/tasks/{id}", auth.Read, s.taskShow)
 	route(http.MethodGet, "/audit", auth.Read, s.audit)
+	route(http.MethodGet, "/pve-tokens", auth.Privileged, s.pveTokens)
+	route(http.MethodPost, "/pve-tokens", auth.Admin, s.pveTokenCreate)
+	route(http.MethodPost, "/pve-tokens/revoke", auth.Admin, s.pveTokenRevoke)
 	// Canonical refs contain slashes, so /vm/ takes the rest of the path:
 	// GET /vm/{ref} (the page), GET /vm/{ref}/delete (the confirmation,
 	// refused to non-admins by its handler), POST /vm/{ref}/{action} (a
