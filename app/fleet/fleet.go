@@ -243,15 +243,22 @@ func (f *Fleet) watch(ctx context.Context, w backends.Watcher, key string) {
 	}
 }
 
-// refreshAll starts a refresh of every context that is not refreshing
-// already, without waiting: one slow context must not hold the others.
-func (f *Fleet) refreshAll(ctx context.Context) {
+// membersInOrder returns the members in key order, read under the lock
+// once so that no backend call happens while it is held.
+func (f *Fleet) membersInOrder() []*member {
 	f.mu.RLock()
-	ms := make([]*member, 0, len(f.members))
+	defer f.mu.RUnlock()
+	ms := make([]*member, 0, len(f.order))
 	for _, k := range f.order {
 		ms = append(ms, f.members[k])
 	}
-	f.mu.RUnlock()
+	return ms
+}
+
+// refreshAll starts a refresh of every context that is not refreshing
+// already, without waiting: one slow context must not hold the others.
+func (f *Fleet) refreshAll(ctx context.Context) {
+	ms := f.membersInOrder()
 	for _, m := range ms {
 		go f.refresh(ctx, m)
 	}
@@ -260,12 +267,7 @@ func (f *Fleet) refreshAll(ctx context.Context) {
 // Refresh refreshes every context and waits until each has answered or
 // timed out. Tests and start-up use it.
 func (f *Fleet) Refresh(ctx context.Context) {
-	f.mu.RLock()
-	ms := make([]*member, 0, len(f.members))
-	for _, k := range f.order {
-		ms = append(ms, f.members[k])
-	}
-	f.mu.RUnlock()
+	ms := f.membersInOrder()
 	var wg sync.WaitGroup
 	for _, m := range ms {
 		wg.Go(func() { f.refresh(ctx, m) })
@@ -370,12 +372,7 @@ func fingerprint(list []backends.Instance, st ContextStatus) uint64 {
 func (f *Fleet) rebuild() {
 	f.buildMu.Lock()
 	defer f.buildMu.Unlock()
-	f.mu.RLock()
-	ms := make([]*member, 0, len(f.order))
-	for _, k := range f.order {
-		ms = append(ms, f.members[k])
-	}
-	f.mu.RUnlock()
+	ms := f.membersInOrder()
 	s := &Snapshot{Version: f.version.Add(1), TakenAt: f.opts.Now()}
 	lists := make([][]backends.Instance, 0, len(ms))
 	n := 0

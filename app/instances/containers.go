@@ -2,7 +2,6 @@ package instances
 
 import (
 	"context"
-	"fmt"
 	"strings"
 
 	"github.com/corral-dev/corral/app/tasks"
@@ -72,30 +71,7 @@ func (s *Service) validateContainer(req ContainerRequest) (backends.Spec, error)
 		errs = append(errs, "image is required for a CT: give an OCI image, e.g. docker.io/library/debian:bookworm")
 	}
 	spec := backends.Spec{Name: req.Name, Namespace: req.Namespace, Type: backends.TypeCT, CPUs: req.CPUs, Image: strings.TrimSpace(req.Image)}
-	if spec.CPUs == 0 {
-		spec.CPUs = 1
-	}
-	if spec.CPUs < 0 || spec.CPUs > 512 {
-		errs = append(errs, fmt.Sprintf("cpu %d is out of range: accepted are 1 to 512", req.CPUs))
-	}
-	for _, sz := range []struct {
-		field, text, def string
-		dst              *int64
-	}{{"mem", req.Memory, "1Gi", &spec.MemoryMiB}, {"disk", req.Disk, "10Gi", &spec.DiskMiB}} {
-		text := sz.text
-		if text == "" {
-			text = sz.def
-		}
-		n, err := backends.ParseSize(text)
-		if err != nil {
-			errs = append(errs, sz.field+": "+backends.SafeMessage(err))
-			continue
-		}
-		*sz.dst = n.MiBCeil()
-	}
-	if _, err := s.contextFor(req.Context); err != nil {
-		errs = append(errs, backends.SafeMessage(err))
-	}
+	errs = append(errs, s.validateResources(&spec, req.CPUs, req.Memory, req.Disk, req.Context)...)
 	if len(errs) > 0 {
 		return spec, backends.Invalidf("%s", strings.Join(errs, "; "))
 	}

@@ -234,30 +234,7 @@ func (s *Service) validate(req CreateRequest) (backends.Spec, images.Source, err
 		errs = append(errs, "name is required")
 	}
 	spec := backends.Spec{Name: req.Name, Namespace: req.Namespace, Type: backends.TypeVM, CPUs: req.CPUs, Image: req.Image, Tags: req.Tags, Start: req.Start}
-	if spec.CPUs == 0 {
-		spec.CPUs = 1
-	}
-	if spec.CPUs < 0 || spec.CPUs > 512 {
-		errs = append(errs, fmt.Sprintf("cpu %d is out of range: accepted are 1 to 512", req.CPUs))
-	}
-	for _, sz := range []struct {
-		field, text, def string
-		dst              *int64
-	}{{"mem", req.Memory, "1Gi", &spec.MemoryMiB}, {"disk", req.Disk, "10Gi", &spec.DiskMiB}} {
-		text := sz.text
-		if text == "" {
-			text = sz.def
-		}
-		n, err := backends.ParseSize(text)
-		if err != nil {
-			errs = append(errs, sz.field+": "+backends.SafeMessage(err))
-			continue
-		}
-		*sz.dst = n.MiBCeil()
-	}
-	if _, err := s.contextFor(req.Context); err != nil {
-		errs = append(errs, backends.SafeMessage(err))
-	}
+	errs = append(errs, s.validateResources(&spec, req.CPUs, req.Memory, req.Disk, req.Context)...)
 	if req.Image != "" && s.images != nil {
 		var err error
 		if src, err = s.images.Resolve(req.Image); err != nil {
@@ -300,4 +277,37 @@ func (s *Service) contextFor(key string) (backends.Backend, error) {
 		return nil, backends.Invalidf("context is required: accepted are %s", strings.Join(keys, ", "))
 	}
 	return nil, backends.Invalidf("context %q is not configured: accepted are %s", key, strings.Join(keys, ", "))
+}
+
+// validateResources fills spec's CPUs, memory and disk from what the caller
+// typed (defaults 1 CPU, 1Gi, 10Gi) and checks the context, returning one
+// message per problem: VM and CT creation share the rules.
+func (s *Service) validateResources(spec *backends.Spec, cpus int, memory, disk, context string) []string {
+	var errs []string
+	spec.CPUs = cpus
+	if spec.CPUs == 0 {
+		spec.CPUs = 1
+	}
+	if spec.CPUs < 0 || spec.CPUs > 512 {
+		errs = append(errs, fmt.Sprintf("cpu %d is out of range: accepted are 1 to 512", cpus))
+	}
+	for _, sz := range []struct {
+		field, text, def string
+		dst              *int64
+	}{{"mem", memory, "1Gi", &spec.MemoryMiB}, {"disk", disk, "10Gi", &spec.DiskMiB}} {
+		text := sz.text
+		if text == "" {
+			text = sz.def
+		}
+		n, err := backends.ParseSize(text)
+		if err != nil {
+			errs = append(errs, sz.field+": "+backends.SafeMessage(err))
+			continue
+		}
+		*sz.dst = n.MiBCeil()
+	}
+	if _, err := s.contextFor(context); err != nil {
+		errs = append(errs, backends.SafeMessage(err))
+	}
+	return errs
 }
