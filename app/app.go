@@ -46,9 +46,11 @@ type App struct {
 	Fleet     *fleet.Fleet
 	Tasks     *tasks.Manager
 	Instances *instances.Service
-	handler   http.Handler
-	closers   []func() error
-	cancel    context.CancelFunc
+	// Folders is the folder tree and its bulk actions (ADR-0008).
+	Folders *folders.Service
+	handler http.Handler
+	closers []func() error
+	cancel  context.CancelFunc
 
 	// Identity and access (see app/auth and docs/security.md).
 	policy   *auth.Policy
@@ -90,6 +92,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	}
 	a.Instances = instances.New(a.Fleet, a.Tasks, st, log,
 		instances.WithImages(&images.Resolver{Dir: filepath.Join(filepath.Dir(path), "images")}))
+	a.Folders = folders.New(st, a.Fleet, a.Tasks, a.Instances, folders.Options{})
 	if err := a.buildAuth(); err != nil {
 		a.Close()
 		return nil, err
@@ -184,10 +187,10 @@ func (a *App) routes(assets *static.Assets) http.Handler {
 		api.MountHealth(r, api.HealthDeps{Store: a.Store})
 		r.Route("/api", func(r chi.Router) {
 			api.Mount(r, api.Deps{Instances: a.Instances, Fleet: a.Fleet, Tasks: a.Tasks, Log: a.log, Policy: a.policy, Audit: a.auditor, PVE: a.PVE,
-				Folders: folders.New(a.Store, a.Fleet, a.Tasks, a.Instances, folders.Options{})})
+				Folders: a.Folders})
 		})
 		ui.Mount(r, ui.Deps{Instances: a.Instances, Fleet: a.Fleet, Tasks: a.Tasks, Assets: assets, Log: a.log,
-			Policy: a.policy, Audit: a.auditor, Sessions: a.sessions, OIDC: a.oidc, PVE: a.PVE})
+			Policy: a.policy, Audit: a.auditor, Sessions: a.sessions, OIDC: a.oidc, PVE: a.PVE, Folders: a.Folders})
 	})
 	return r
 }

@@ -43,7 +43,11 @@ func artifacts(t *testing.T) string {
 	return dir
 }
 
-func TestDashboard(t *testing.T) {
+func TestDashboard(t *testing.T) { runDemoScript(t, "dashboard.mjs") }
+
+// runDemoScript runs a playwright script against the whole server built
+// in-process in demo mode (simulated contexts and libvirt's test driver).
+func runDemoScript(t *testing.T, script string) {
 	if _, err := os.Stat("/usr/bin/chromium"); err != nil {
 		requireEngine(t, "/usr/bin/chromium is missing (apt-get install chromium)")
 	}
@@ -75,12 +79,12 @@ func TestDashboard(t *testing.T) {
 	waitForInventory(t, srv.URL)
 
 	out := artifacts(t)
-	cmd := exec.CommandContext(ctx, node, "dashboard.mjs", srv.URL, out)
+	cmd := exec.CommandContext(ctx, node, script, srv.URL, out)
 	b, err := cmd.CombinedOutput()
-	t.Logf("dashboard.mjs:\n%s", b)
+	t.Logf("%s:\n%s", script, b)
 	t.Logf("screenshots in %s", out)
 	if err != nil {
-		t.Fatalf("dashboard.mjs: %v", err)
+		t.Fatalf("%s: %v", script, err)
 	}
 }
 

@@ -16,6 +16,12 @@ type Query struct {
 	Backend string // a backends.Kind, or "" for all
 	Context string // a context key, or "" for all
 	Tag     string
+	// Only, when not nil, keeps the instances whose canonical ref it
+	// holds (a folder's members); an empty non-nil set keeps none.
+	Only map[string]bool
+	// Folder is the folder path the caller resolved into Only; the fleet
+	// knows no folders and ignores it, but a query's URL names it.
+	Folder  string
 	Sort    string // one of SortKeys; default "name"
 	Desc    bool
 	Page    int // 1-based; default 1
@@ -90,6 +96,7 @@ func (s *Snapshot) Query(q Query) (Page, error) {
 			q.Backend != "" && string(in.Ref.Backend) != q.Backend ||
 			q.Context != "" && in.Ref.ContextKey() != q.Context ||
 			q.Tag != "" && !slices.Contains(in.Tags, q.Tag) ||
+			q.Only != nil && !q.Only[in.Ref.String()] ||
 			search != "" && !matches(in, search) {
 			continue
 		}

@@ -81,6 +81,12 @@ func (s *Service) Action(ctx context.Context, o tasks.Origin, sel Selection, act
 	return t, results, nil
 }
 
+// MemberRefs returns the canonical refs of the members of path and its
+// subfolders, sorted: what a bulk action on path would run on.
+func (s *Service) MemberRefs(ctx context.Context, path string) ([]string, error) {
+	return s.selection(ctx, Selection{Path: path})
+}
+
 // selection returns the canonical refs sel names, sorted and unique. A
 // bare name that does not resolve is kept as typed and fails on its own.
 func (s *Service) selection(ctx context.Context, sel Selection) ([]string, error) {

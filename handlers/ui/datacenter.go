@@ -18,6 +18,22 @@ func (s *server) datacenter(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	var f *views.Folders
+	if !isHTMX(r) { // htmx asks for the inventory or the contexts only
+		if f, err = s.foldersModel(r, q.Folder); err != nil {
+			return err
+		}
+	}
+	return s.datacenterWith(w, r, q, f)
+}
+
+// datacenterWith renders the datacenter page for q with the folder tree f
+// (nil when folders are not configured or not rendered).
+func (s *server) datacenterWith(w http.ResponseWriter, r *http.Request, q fleet.Query, f *views.Folders) error {
+	q, err := s.folderOnly(r.Context(), q)
+	if err != nil {
+		return err
+	}
 	snap := s.Fleet.Snapshot()
 	pg, err := snap.Query(q)
 	if err != nil {
@@ -28,6 +44,7 @@ func (s *server) datacenter(w http.ResponseWriter, r *http.Request) error {
 	d := views.Datacenter{
 		Page:      s.page(r.Context(), r, "Datacenter", frag),
 		Contexts:  contextRows(snap, q),
+		Folders:   f,
 		Inventory: inventoryModel(q, pg, snap),
 	}
 	return renderPage(w, r, http.StatusOK, views.DatacenterPage(d), frag)
@@ -42,6 +59,7 @@ func parseQuery(v url.Values) (fleet.Query, error) {
 		Backend: v.Get("backend"),
 		Context: v.Get("context"),
 		Tag:     v.Get("tag"),
+		Folder:  v.Get("folder"),
 		Sort:    v.Get("sort"),
 	}
 	switch v.Get("desc") {
@@ -94,6 +112,7 @@ func listURL(q fleet.Query) string {
 	set("backend", q.Backend)
 	set("context", q.Context)
 	set("tag", q.Tag)
+	set("folder", q.Folder)
 	if q.Sort != "name" {
 		set("sort", q.Sort)
 	}

@@ -207,7 +207,7 @@ func tableRows(d *goquery.Document) []map[string]string {
 	keys := []string{"name", "state", "backend", "context", "cpu", "memory", "disk", "ip", "node", "tags"}
 	var out []map[string]string
 	d.Find(testid("instance-row")).Each(func(_ int, tr *goquery.Selection) {
-		r := map[string]string{}
+		r := map[string]string{"ref": tr.AttrOr("data-ref", "")}
 		tr.Find("td").Each(func(i int, td *goquery.Selection) { r[keys[i]] = strings.TrimSpace(td.Text()) })
 		out = append(out, r)
 	})

@@ -15,6 +15,7 @@ import (
 
 	"github.com/corral-dev/corral/app/auth"
 	"github.com/corral-dev/corral/app/fleet"
+	"github.com/corral-dev/corral/app/folders"
 	"github.com/corral-dev/corral/app/instances"
 	"github.com/corral-dev/corral/app/tasks"
 	"github.com/corral-dev/corral/backends/sim"
@@ -61,7 +62,9 @@ func newEnv(t testing.TB, fopts fleet.Options, sims ...*sim.Backend) *env {
 	}
 	r := chi.NewRouter()
 	r.Use(middleware.RequestID, middleware.Identify(auth.NewResolver(auth.Config{}, auth.NewPolicy(nil, false), auth.ResolverOptions{})))
-	ui.Mount(r, ui.Deps{Instances: instances.New(f, e.tasks, st, log), Fleet: f, Tasks: e.tasks, Assets: assets, Log: log})
+	in := instances.New(f, e.tasks, st, log)
+	ui.Mount(r, ui.Deps{Instances: in, Fleet: f, Tasks: e.tasks, Assets: assets, Log: log,
+		Folders: folders.New(st, f, e.tasks, in, folders.Options{})})
 	e.handler = r
 	return e
 }

@@ -38,7 +38,7 @@ var stateOrder = []backends.State{backends.StateRunning, backends.StateStopped, 
 // table, with the links that sort, page and filter it.
 func inventoryModel(q fleet.Query, pg fleet.Page, snap *fleet.Snapshot) views.Inventory {
 	q.Page = pg.Page
-	inv := views.Inventory{Self: listURL(q), Q: q.Search, Desc: q.Desc, ResetURL: "/"}
+	inv := views.Inventory{Self: listURL(q), Q: q.Search, Folder: q.Folder, Desc: q.Desc, ResetURL: "/"}
 	if q.Sort != "name" {
 		inv.Sort = q.Sort
 	}

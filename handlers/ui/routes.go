@@ -12,6 +12,7 @@ import (
 
 	"github.com/corral-dev/corral/app/auth"
 	"github.com/corral-dev/corral/app/fleet"
+	"github.com/corral-dev/corral/app/folders"
 	"github.com/corral-dev/corral/app/instances"
 	apppve "github.com/corral-dev/corral/app/pve"
 	"github.com/corral-dev/corral/app/tasks"
@@ -36,6 +37,9 @@ type Deps struct {
 	OIDC     *auth.OIDC
 	// PVE manages the Proxmox API's tokens (nil: those pages answer 404).
 	PVE *apppve.Service
+	// Folders runs the folder tree and bulk actions (nil: no folder tree,
+	// and the folder routes answer 404).
+	Folders *folders.Service
 }
 
 // server holds the dependencies of every handler of the surface.
@@ -72,6 +76,11 @@ func Mount(r chi.Router, d Deps) {
 	route(http.MethodGet, "/ui/activity", auth.Read, s.activity)
 	route(http.MethodGet, "/ui/tasks/{id}", auth.Read, s.taskShow)
 	route(http.MethodGet, "/audit", auth.Read, s.audit)
+	route(http.MethodGet, "/ui/folders", auth.Read, s.foldersShow)
+	route(http.MethodPost, "/folders", auth.Admin, s.folderPost("create"))
+	for _, op := range []string{"delete", "move", "members", "action"} {
+		route(http.MethodPost, "/folders/"+op, auth.Admin, s.folderPost(op))
+	}
 	route(http.MethodGet, "/pve-tokens", auth.Privileged, s.pveTokens)
 	route(http.MethodPost, "/pve-tokens", auth.Admin, s.pveTokenCreate)
 	route(http.MethodPost, "/pve-tokens/revoke", auth.Admin, s.pveTokenRevoke)
