@@ -56,6 +56,9 @@ type Options struct {
 	// ClusterName is what /cluster/status and tickets call the cluster;
 	// default "corral".
 	ClusterName string
+	// Cert is the server's TLS certificate (PEM) that vncproxy answers
+	// with, as PVE does; empty when unknown.
+	Cert string
 }
 
 // Service answers the Proxmox API's questions from the fleet snapshot and
@@ -68,6 +71,8 @@ type Service struct {
 	idx *index
 
 	upids sync.Map // UPID -> task id, for task ids of another shape
+
+	vnc grants // VNC consoles granted and not yet opened (console.go)
 }
 
 // settingTicketKey names the setting that holds the ticket signing key.
