@@ -137,6 +137,9 @@ func (s *Service) Guests(ctx context.Context, node, typ string) ([]map[string]an
 			continue
 		}
 		m := guestMap(r)
+		if typ == "lxc" {
+			m["type"], m["maxswap"], m["swap"] = "lxc", 0, 0
+		}
 		if typ == "qemu" && in.State == backends.StatePaused {
 			// What PVE's list adds with full=1: status says running,
 			// qmpstatus says paused.

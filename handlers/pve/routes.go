@@ -80,6 +80,9 @@ func Mount(r chi.Router, d Deps) {
 	route(http.MethodGet, "/nodes/{node}/tasks/{upid}/status", R, h.taskStatus)
 	route(http.MethodGet, "/nodes/{node}/tasks/{upid}/log", R, h.taskLog)
 	route(http.MethodGet, "/nodes/{node}/lxc", R, h.lxcList)
+	route(http.MethodGet, "/nodes/{node}/lxc/{vmid}/config", R, h.lxcConfig)
+	route(http.MethodGet, "/nodes/{node}/lxc/{vmid}/status/current", R, h.lxcStatus)
+	route(http.MethodPost, "/nodes/{node}/lxc/{vmid}/status/{action}", A, h.lxcPower)
 
 	route(http.MethodGet, "/nodes/{node}/qemu", R, h.qemuList)
 	route(http.MethodPost, "/nodes/{node}/qemu", A, h.qemuCreate)
