@@ -42,6 +42,9 @@ type Store interface {
 	VerifyPVEUserSecret(ctx context.Context, userid, secret string) (string, error)
 	Setting(ctx context.Context, key string) (string, error)
 	SetSetting(ctx context.Context, key, value string) error
+	// Folders are PVE's pools (pools.go).
+	Folders(ctx context.Context) ([]string, error)
+	FolderMembers(ctx context.Context) ([]store.FolderMember, error)
 }
 
 // Options configure a Service.

@@ -90,6 +90,15 @@ func TestGolden(t *testing.T) {
 		t.Fatalf("create: %d %s", code, body)
 	}
 	waitTasks(t, e)
+	// Folders are pools: the VM in a nested one, the CT in its parent.
+	if err := e.store.CreateFolder(t.Context(), "team/web"); err != nil { // and its parent
+		t.Fatal(err)
+	}
+	for _, f := range [][2]string{{"team/web", "sim/lab/-/golden"}, {"team", "sim/lab/-/box"}} {
+		if err := e.store.SetFolderMember(t.Context(), f[0], f[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
 	cases := []struct {
 		name, auth, method, path string
 		form                     url.Values
@@ -111,6 +120,12 @@ func TestGolden(t *testing.T) {
 		{"bad_token", "root@pam!golden=nope", "GET", "/api2/json/version", nil, 401},
 		{"storage", tok, "GET", "/api2/json/nodes/sim-lab/storage", nil, 200},
 		{"pools", tok, "GET", "/api2/json/pools", nil, 200},
+		{"pool_query", tok, "GET", "/api2/json/pools?poolid=team/web", nil, 200},
+		{"pool_path", tok, "GET", "/api2/json/pools/team/web", nil, 200},
+		{"pool_path_escaped", tok, "GET", "/api2/json/pools/team%2Fweb/", nil, 200},
+		{"pool_lxc", tok, "GET", "/api2/json/pools/team?type=lxc", nil, 200},
+		{"pool_missing", tok, "GET", "/api2/json/pools/nope", nil, 500},
+		{"resources_pool", tok, "GET", "/api2/json/cluster/resources?type=pool", nil, 200},
 		{"lxc", tok, "GET", "/api2/json/nodes/sim-lab/lxc", nil, 200},
 		{"lxc_status", tok, "GET", "/api2/json/nodes/sim-lab/lxc/200/status/current", nil, 200},
 		{"lxc_config", tok, "GET", "/api2/json/nodes/sim-lab/lxc/200/config", nil, 200},

@@ -68,7 +68,7 @@ func Mount(r chi.Router, d Deps) {
 	route(http.MethodGet, "/cluster/nextid", R, h.nextID)
 	route(http.MethodGet, "/cluster/ha/resources/{sid}", R, h.haResource)
 	route(http.MethodGet, "/pools", R, h.pools)
-	route(http.MethodGet, "/pools/{poolid}", R, h.pool)
+	route(http.MethodGet, "/pools/*", R, h.pool) // a pool id may hold slashes
 
 	route(http.MethodGet, "/nodes", R, h.nodes)
 	route(http.MethodGet, "/nodes/{node}/status", R, h.nodeStatus)
