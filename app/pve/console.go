@@ -60,7 +60,9 @@ type grants struct {
 }
 
 // VNCProxy is the answer of POST .../vncproxy. PVE sends the port as a
-// string; password only with generate-password=1.
+// string; password only with generate-password=1. Cert is PVE's node
+// certificate (PEM), which noVNC's PVE page does not need; Corral does
+// not terminate TLS itself, so it is empty.
 type VNCProxy struct {
 	Cert     string `json:"cert"`
 	Port     string `json:"port"`
@@ -98,7 +100,7 @@ func (s *Service) VNCProxy(ctx context.Context, c Caller, node string, vmid int6
 	}
 	gr.ticket = s.vncTicket(gr, port, now)
 	gr.password = gr.ticket
-	out := VNCProxy{Port: strconv.Itoa(port), Ticket: gr.ticket, User: c.PVEUser, Cert: s.Cert}
+	out := VNCProxy{Port: strconv.Itoa(port), Ticket: gr.ticket, User: c.PVEUser}
 	if generatePassword {
 		gr.password = randomPassword()
 		out.Password = gr.password

@@ -59,9 +59,6 @@ type Options struct {
 	// ClusterName is what /cluster/status and tickets call the cluster;
 	// default "corral".
 	ClusterName string
-	// Cert is the server's TLS certificate (PEM) that vncproxy answers
-	// with, as PVE does; empty when unknown.
-	Cert string
 }
 
 // Service answers the Proxmox API's questions from the fleet snapshot and
