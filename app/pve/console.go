@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -42,9 +43,10 @@ const vncPortFirst, vncPorts = 5900, 100
 // msgBadVNCTicket is PVE's answer for a VNC ticket that does not verify.
 const msgBadVNCTicket = "permission denied - invalid PVEVNC ticket"
 
-// grant is one issued VNC console, waiting for its websocket.
+// grant is one issued console, waiting for its websocket.
 type grant struct {
-	user     string // PVE user id of the caller, "root@pam!tf" for a token
+	kind     backends.ConsoleKind // vnc (vncproxy) or serial (termproxy)
+	user     string               // PVE user id of the caller, "root@pam!tf" for a token
 	node     string
 	vmid     int64
 	ticket   string
@@ -76,15 +78,31 @@ type VNCProxy struct {
 // task (so it is audited and has a UPID). The guest must be running and
 // its backend able to dial its display.
 func (s *Service) VNCProxy(ctx context.Context, c Caller, node string, vmid int64, generatePassword bool) (VNCProxy, error) {
+	return s.proxy(ctx, c, node, vmid, backends.ConsoleVNC, generatePassword)
+}
+
+// TermProxy issues a grant for the guest's first serial port, PVE's
+// termproxy (serial=serial0); the websocket then speaks PVE's termproxy
+// protocol (term.go).
+func (s *Service) TermProxy(ctx context.Context, c Caller, node string, vmid int64, serial string) (VNCProxy, error) {
+	if serial != "" && serial != "serial0" {
+		return VNCProxy{}, ParamError("serial", "Corral offers the first serial port only: serial0")
+	}
+	return s.proxy(ctx, c, node, vmid, backends.ConsoleSerial, false)
+}
+
+func (s *Service) proxy(ctx context.Context, c Caller, node string, vmid int64, kind backends.ConsoleKind, generatePassword bool) (VNCProxy, error) {
 	g, err := s.Guest(ctx, node, vmid)
 	if err != nil {
 		return VNCProxy{}, err
 	}
 	ref := g.In.Ref
-	spec := tasks.Spec{Action: "pve vncproxy", Target: ref.String(), Origin: c.origin()}
+	action := map[backends.ConsoleKind]string{backends.ConsoleVNC: "vncproxy", backends.ConsoleSerial: "termproxy"}[kind]
+	spec := tasks.Spec{Action: "pve " + action, Target: ref.String(), Origin: c.origin()}
 	b, err := s.Fleet.Backend(ref)
+	var d backends.ConsoleDialer
 	if err == nil {
-		_, err = backends.Consoles(b)
+		d, err = backends.Consoles(b)
 	}
 	if err != nil {
 		return VNCProxy{}, s.Tasks.Refused(ctx, spec, err)
@@ -92,8 +110,15 @@ func (s *Service) VNCProxy(ctx context.Context, c Caller, node string, vmid int6
 	if pveStatus(g.In.State) != "running" {
 		return VNCProxy{}, s.Tasks.Refused(ctx, spec, &Error{Status: 500, Msg: fmt.Sprintf("VM %d not running", vmid)})
 	}
+	kinds, err := d.Consoles(ctx, ref)
+	if err != nil {
+		return VNCProxy{}, s.Tasks.Refused(ctx, spec, err)
+	}
+	if !slices.Contains(kinds, kind) {
+		return VNCProxy{}, s.Tasks.Refused(ctx, spec, backends.Refuse(ref.Backend, string(kind)+" console", "use one of the consoles it offers: "+fmt.Sprint(kinds)))
+	}
 	now := s.Now()
-	gr := grant{user: c.PVEUser, node: node, vmid: vmid, expires: now.Add(VNCTicketLifetime)}
+	gr := grant{kind: kind, user: c.PVEUser, node: node, vmid: vmid, expires: now.Add(VNCTicketLifetime)}
 	port, err := s.vnc.add(now, gr)
 	if err != nil {
 		return VNCProxy{}, s.Tasks.Refused(ctx, spec, err)
@@ -107,7 +132,7 @@ func (s *Service) VNCProxy(ctx context.Context, c Caller, node string, vmid int6
 	}
 	s.vnc.set(port, gr)
 	t, err := s.Tasks.Do(ctx, spec, func(ctx context.Context, r *tasks.Run) error {
-		r.Logf("VNC console of VM %d granted to %s (port %d, valid %s, single use)", vmid, c.PVEUser, port, VNCTicketLifetime)
+		r.Logf("%s console of VM %d granted to %s (port %d, valid %s, single use)", kind, vmid, c.PVEUser, port, VNCTicketLifetime)
 		return nil
 	})
 	if err != nil {
@@ -197,24 +222,29 @@ func (s *Service) claim(c Caller, node string, vmid int64, port int, ticket stri
 	return g, nil
 }
 
-// VNCConsole is a guest display opened for a websocket: the guest's RFB
-// stream, already past its own security handshake, and the password the
-// viewer must answer the challenge with.
-type VNCConsole struct {
+// Console is a guest console opened for a websocket. For VNC, the
+// guest's RFB stream, already past its own security handshake, and the
+// password the viewer must answer the challenge with; for serial, the
+// serial port and the ticket termproxy's first line must carry.
+type Console struct {
 	Ref      backends.InstanceRef
+	Kind     backends.ConsoleKind
 	conn     net.Conn
 	cancel   context.CancelFunc
+	user     string
+	ticket   string
 	password string
 }
 
 // consoleDialTimeout bounds dialing a guest's display and its handshake.
 const consoleDialTimeout = 10 * time.Second
 
-// VNCConsole consumes the grant of port after verifying ticket (401 in
+// OpenConsole consumes the grant of port after verifying ticket (401 in
 // PVE's words otherwise, also for a grant used before, expired, issued
-// to another caller or for another guest) and opens the guest's display.
-// ctx bounds the console's life; Close ends it.
-func (s *Service) VNCConsole(ctx context.Context, c Caller, node string, vmid int64, port, ticket string) (*VNCConsole, error) {
+// to another caller or for another guest) and opens the guest's display
+// or serial port, as the grant says. ctx bounds the console's life;
+// Close ends it.
+func (s *Service) OpenConsole(ctx context.Context, c Caller, node string, vmid int64, port, ticket string) (*Console, error) {
 	p, err := strconv.Atoi(port)
 	if err != nil {
 		return nil, ParamError("port", "type check ('integer') failed - got '"+port+"'")
@@ -237,7 +267,7 @@ func (s *Service) VNCConsole(ctx context.Context, c Caller, node string, vmid in
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	timer := time.AfterFunc(consoleDialTimeout, cancel)
-	conn, err := d.DialConsole(ctx, g.In.Ref, backends.ConsoleVNC)
+	conn, err := d.DialConsole(ctx, g.In.Ref, gr.kind)
 	if !timer.Stop() && err == nil {
 		conn.Close()
 		err = backends.Unavailable(g.In.Ref.ContextKey(), errors.New("console dial timed out"))
@@ -246,31 +276,35 @@ func (s *Service) VNCConsole(ctx context.Context, c Caller, node string, vmid in
 		cancel()
 		return nil, err
 	}
+	con := &Console{Ref: g.In.Ref, Kind: gr.kind, conn: conn, cancel: cancel, user: gr.user, ticket: gr.ticket, password: gr.password}
+	if gr.kind != backends.ConsoleVNC {
+		return con, nil
+	}
 	clear := rfb.Deadline(conn, consoleDialTimeout)
 	if err := rfb.ClientHandshake(conn, ""); err != nil {
-		conn.Close()
-		cancel()
+		con.Close()
 		return nil, backends.Failed("the display of "+g.In.Ref.Name+" did not complete the VNC handshake", err)
 	}
 	clear()
-	return &VNCConsole{Ref: g.In.Ref, conn: conn, cancel: cancel, password: gr.password}, nil
+	return con, nil
 }
 
 // Greet performs the server's side of the handshake with the viewer on
 // viewer: VNC Authentication with the grant's password. It returns
 // rfb.ErrAuth for a wrong response; after a nil return, copy bytes
 // between viewer and Conn.
-func (v *VNCConsole) Greet(viewer net.Conn) error {
+func (v *Console) Greet(viewer net.Conn) error {
 	clear := rfb.Deadline(viewer, consoleDialTimeout)
 	defer clear()
 	return rfb.ServerHandshake(viewer, rfb.Verify(v.password), "invalid VNC password (the PVEVNC ticket)")
 }
 
-// Conn is the guest's RFB stream, standing at ClientInit.
-func (v *VNCConsole) Conn() net.Conn { return v.conn }
+// Conn is the guest's console: for VNC its RFB stream, standing at
+// ClientInit.
+func (v *Console) Conn() net.Conn { return v.conn }
 
 // Close ends the console.
-func (v *VNCConsole) Close() error {
+func (v *Console) Close() error {
 	v.cancel()
 	return v.conn.Close()
 }

@@ -3,9 +3,15 @@ package proxmox_test
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"io"
+	"net/http"
+	"net/url"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/coder/websocket"
 
 	"github.com/corral-dev/corral/backends"
 	"github.com/corral-dev/corral/backends/qemu"
@@ -94,6 +100,10 @@ func TestConsoleRealGuest(t *testing.T) {
 	}
 	c2.Close()
 
+	// The serial port through PVE's termproxy on the same server: the
+	// guest's shell evaluates what it is sent.
+	t.Run("termproxy", func(t *testing.T) { termproxy(t, s, "screen") })
+
 	// A stopped guest has no console.
 	if err := qb.Power(ctx, qref, backends.ActionStop); err != nil {
 		t.Fatal(err)
@@ -115,5 +125,54 @@ func write(t *testing.T, c io.Writer, b []byte) {
 	t.Helper()
 	if _, err := c.Write(b); err != nil {
 		t.Fatalf("write: %v", err)
+	}
+}
+
+// termproxy speaks PVE's termproxy protocol to the server as PVE's
+// xterm.js page does, and types a command into the guest's serial shell.
+func termproxy(t *testing.T, s *server, name string) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c := pxclient(s)
+	var rs []struct {
+		VMID int64  `json:"vmid"`
+		Name string `json:"name"`
+	}
+	if err := c.Get(ctx, "/cluster/resources?type=vm", &rs); err != nil {
+		t.Fatal(err)
+	}
+	var vmid int64
+	for _, r := range rs {
+		if r.Name == name {
+			vmid = r.VMID
+		}
+	}
+	path := fmt.Sprintf("/nodes/%s/qemu/%d/", s.node, vmid)
+	var g struct{ Port, Ticket, User string }
+	if err := c.Post(ctx, path+"termproxy", map[string]any{"serial": "serial0"}, &g); err != nil {
+		t.Fatalf("termproxy: %v", err)
+	}
+	u := strings.Replace(s.url, "https", "wss", 1) + path + "vncwebsocket?" + url.Values{"port": {g.Port}, "vncticket": {g.Ticket}}.Encode()
+	ws, _, err := websocket.Dial(ctx, u, &websocket.DialOptions{HTTPClient: s.httpClient(),
+		HTTPHeader: http.Header{"Authorization": {"PVEAPIToken=" + s.tokenID + "=" + s.secret}}, Subprotocols: []string{"binary"}})
+	if err != nil {
+		t.Fatalf("vncwebsocket: %v", err)
+	}
+	conn := websocket.NetConn(ctx, ws, websocket.MessageBinary)
+	defer conn.Close()
+	cmd := "echo corral-$((6*7))\n"
+	write(t, conn, []byte(g.User+":"+g.Ticket+"\n"))
+	write(t, conn, []byte(fmt.Sprintf("0:%d:%s", len(cmd), cmd)))
+	var out []byte
+	buf := make([]byte, 4096)
+	for !strings.Contains(string(out), "corral-42") {
+		n, err := conn.Read(buf)
+		if err != nil {
+			t.Fatalf("read the serial console: %v; got %q", err, out)
+		}
+		out = append(out, buf[:n]...)
+	}
+	if !strings.HasPrefix(string(out), "OK") {
+		t.Fatalf("termproxy output %q does not start with OK", out)
 	}
 }

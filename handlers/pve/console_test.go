@@ -31,7 +31,7 @@ type fakeDisplay struct {
 }
 
 func (f *fakeDisplay) Consoles(ctx context.Context, ref backends.InstanceRef) ([]backends.ConsoleKind, error) {
-	return []backends.ConsoleKind{backends.ConsoleVNC}, nil
+	return []backends.ConsoleKind{backends.ConsoleVNC, backends.ConsoleSerial}, nil
 }
 
 func (f *fakeDisplay) DialConsole(ctx context.Context, ref backends.InstanceRef, kind backends.ConsoleKind) (net.Conn, error) {
@@ -41,6 +41,10 @@ func (f *fakeDisplay) DialConsole(ctx context.Context, ref backends.InstanceRef,
 	a, b := net.Pipe()
 	go func() {
 		defer a.Close()
+		if kind == backends.ConsoleSerial {
+			_, _ = io.Copy(a, a) // a tty's echo
+			return
+		}
 		if rfb.ServerHandshake(a, nil, "") == nil {
 			_, _ = io.Copy(a, a)
 		}
@@ -207,6 +211,45 @@ func TestVNCTickets(t *testing.T) {
 		code, body := e.call(t, root, "POST", "/api2/json/nodes/sim-lab/qemu/"+strconv.FormatInt(off, 10)+"/vncproxy", url.Values{"websocket": {"1"}})
 		if code != 500 || !strings.Contains(body, "not running") {
 			t.Fatalf("vncproxy of a stopped guest: %d %s", code, body)
+		}
+	})
+	t.Run("termproxy", func(t *testing.T) {
+		var g grantAnswer
+		code, body := e.call(t, root, "POST", "/api2/json/nodes/sim-lab/qemu/"+strconv.FormatInt(a, 10)+"/termproxy", url.Values{"serial": {"serial0"}})
+		if code != 200 {
+			t.Fatalf("termproxy: %d %s", code, body)
+		}
+		if err := json.Unmarshal([]byte(body), &g); err != nil || g.Data.Ticket == "" || g.Data.Port == "" {
+			t.Fatalf("termproxy answered %s", body)
+		}
+		c, code, msg := dial(root, a, g.Data.Port, g.Data.Ticket)
+		if c == nil {
+			t.Fatalf("%d %s", code, msg)
+		}
+		for _, m := range []string{"root@pam!vnc:" + g.Data.Ticket + "\n", "1:80:24:", "2", "0:5:hello"} {
+			if _, err := c.Write([]byte(m)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got := make([]byte, len("OKhello"))
+		if _, err := io.ReadFull(c, got); err != nil || string(got) != "OKhello" {
+			t.Fatalf("termproxy answered %q, %v; want OK then the echo of the input frame", got, err)
+		}
+
+		var g2 grantAnswer
+		_, body = e.call(t, root, "POST", "/api2/json/nodes/sim-lab/qemu/"+strconv.FormatInt(a, 10)+"/termproxy", nil)
+		if err := json.Unmarshal([]byte(body), &g2); err != nil {
+			t.Fatal(err)
+		}
+		c, code, msg = dial(root, a, g2.Data.Port, g2.Data.Ticket)
+		if c == nil {
+			t.Fatalf("%d %s", code, msg)
+		}
+		if _, err := c.Write([]byte("root@pam!vnc:PVEVNC:wrong\n")); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := c.Read(got); err == nil {
+			t.Fatalf("a first line without the ticket got %q; want the socket closed", got[:n])
 		}
 	})
 	t.Run("no credentials", func(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/corral-dev/corral/app/auth"
 	"github.com/corral-dev/corral/app/pve"
+	"github.com/corral-dev/corral/backends"
 	"github.com/corral-dev/corral/handlers/middleware"
 )
 
@@ -25,6 +26,16 @@ func (h *handler) qemuVNCProxy(r *http.Request, p pve.Params) (any, error) {
 		return nil, pve.ParamError("websocket", "Corral serves VNC consoles over vncwebsocket only: send websocket=1")
 	}
 	return h.Service.VNCProxy(r.Context(), caller(r), param(r, "node"), id, p.Bool("generate-password"))
+}
+
+// qemuTermProxy is POST .../termproxy: a grant for the guest's serial
+// port over vncwebsocket, in PVE's termproxy protocol.
+func (h *handler) qemuTermProxy(r *http.Request, p pve.Params) (any, error) {
+	id, err := vmid(r)
+	if err != nil {
+		return nil, err
+	}
+	return h.Service.TermProxy(r.Context(), caller(r), param(r, "node"), id, p["serial"])
 }
 
 // acceptOptions: PVE's clients (noVNC, go-proxmox) ask for the "binary"
@@ -50,9 +61,9 @@ func (h *handler) qemuVNCWebsocket(w http.ResponseWriter, r *http.Request) {
 	if err == nil && p["vncticket"] == "" {
 		err = pve.ParamError("vncticket", "property is missing and it is not optional")
 	}
-	var con *pve.VNCConsole
+	var con *pve.Console
 	if err == nil {
-		con, err = h.Service.VNCConsole(r.Context(), caller(r), param(r, "node"), id, p["port"], p["vncticket"])
+		con, err = h.Service.OpenConsole(r.Context(), caller(r), param(r, "node"), id, p["port"], p["vncticket"])
 	}
 	if err != nil {
 		h.fail(w, r, err)
@@ -68,6 +79,13 @@ func (h *handler) qemuVNCWebsocket(w http.ResponseWriter, r *http.Request) {
 	viewer := websocket.NetConn(ctx, c, websocket.MessageBinary)
 	defer viewer.Close()
 	id0 := middleware.IdentityFrom(r.Context())
+	if con.Kind == backends.ConsoleSerial {
+		h.Audit.Record(r.Context(), id0, "pve", "console serial", con.Ref.String(), "ok", "viewer connected")
+		if err := con.ServeTerm(viewer); err != nil && !errors.Is(err, io.EOF) {
+			h.Log.Debug("pve: serial console ended", "ref", con.Ref.String(), "err", err)
+		}
+		return
+	}
 	if err := con.Greet(viewer); err != nil {
 		h.Audit.Record(r.Context(), id0, "pve", "console vnc", con.Ref.String(), auth.OutcomeRefused, "VNC password not accepted")
 		return

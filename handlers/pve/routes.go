@@ -98,6 +98,7 @@ func Mount(r chi.Router, d Deps) {
 	route(http.MethodPost, "/nodes/{node}/qemu/{vmid}/template", A, h.qemuTemplate)
 	route(http.MethodGet, "/nodes/{node}/qemu/{vmid}/agent/network-get-interfaces", R, h.qemuInterfaces)
 	route(http.MethodPost, "/nodes/{node}/qemu/{vmid}/vncproxy", A, h.qemuVNCProxy)
+	route(http.MethodPost, "/nodes/{node}/qemu/{vmid}/termproxy", A, h.qemuTermProxy)
 	// A WebSocket (not PVE's envelope) and privileged although a GET.
 	g.Route(r, http.MethodGet, "/nodes/{node}/qemu/{vmid}/vncwebsocket", auth.Privileged, http.HandlerFunc(h.qemuVNCWebsocket))
 	route(http.MethodGet, "/nodes/{node}/qemu/{vmid}/snapshot", R, h.snapshotList)
