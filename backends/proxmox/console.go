@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/coder/websocket"
@@ -22,8 +23,8 @@ import (
 const handshakeTimeout = 15 * time.Second
 
 // Consoles implements backends.ConsoleDialer: a running qemu guest offers
-// its VNC display. PVE's serial terminals (termproxy) and the consoles of
-// lxc guests are not offered.
+// its VNC display, and its first serial port when its config has one
+// (serial0). The consoles of lxc guests are not offered.
 func (b *Backend) Consoles(ctx context.Context, ref backends.InstanceRef) ([]backends.ConsoleKind, error) {
 	g, err := b.lookup(ctx, ref)
 	if err != nil {
@@ -31,6 +32,13 @@ func (b *Backend) Consoles(ctx context.Context, ref backends.InstanceRef) ([]bac
 	}
 	if g.kind != "qemu" || g.state() != backends.StateRunning {
 		return []backends.ConsoleKind{}, nil
+	}
+	var conf map[string]any
+	if err := b.c.Get(ctx, g.path("config"), &conf); err != nil {
+		return nil, b.fail("read the configuration of", ref.Name, err)
+	}
+	if _, ok := conf["serial0"]; ok {
+		return []backends.ConsoleKind{backends.ConsoleVNC, backends.ConsoleSerial}, nil
 	}
 	return []backends.ConsoleKind{backends.ConsoleVNC}, nil
 }
@@ -44,11 +52,13 @@ func (b *Backend) Consoles(ctx context.Context, ref backends.InstanceRef) ([]bac
 // answers it and hands the caller a connection to an RFB server that asks
 // for no password (security type None), which is what the console bridge
 // and noVNC expect. The ticket never leaves the backend.
+//
+// Serial is PVE's termproxy for serial0 on the same websocket: after its
+// opening line, what the caller writes is sent as input frames and what it
+// reads is the terminal's output.
 func (b *Backend) DialConsole(ctx context.Context, ref backends.InstanceRef, kind backends.ConsoleKind) (net.Conn, error) {
 	switch kind {
-	case backends.ConsoleVNC:
-	case backends.ConsoleSerial:
-		return nil, backends.Refuse(backends.KindProxmox, "serial console", "use the VNC console, or PVE's own web UI for the serial terminal")
+	case backends.ConsoleVNC, backends.ConsoleSerial:
 	case backends.ConsoleRDP:
 		return nil, backends.Refuse(backends.KindProxmox, "RDP console", "use the VNC console, or RDP to the guest over its network")
 	default:
@@ -65,7 +75,12 @@ func (b *Backend) DialConsole(ctx context.Context, ref backends.InstanceRef, kin
 		return nil, backends.Conflictf("%s is %s: start it first", ref.Name, g.state())
 	}
 	var vnc proxmox.VNC
-	if err := b.c.Post(ctx, g.path("vncproxy"), map[string]any{"websocket": 1}, &vnc); err != nil {
+	if kind == backends.ConsoleSerial {
+		err = b.c.Post(ctx, g.path("termproxy"), map[string]any{"serial": "serial0"}, &vnc)
+	} else {
+		err = b.c.Post(ctx, g.path("vncproxy"), map[string]any{"websocket": 1}, &vnc)
+	}
+	if err != nil {
 		return nil, b.fail("open the console of", ref.Name, err)
 	}
 	if vnc.Ticket == "" || vnc.Port == 0 {
@@ -89,6 +104,9 @@ func (b *Backend) DialConsole(ctx context.Context, ref backends.InstanceRef, kin
 	}
 	// NetConn disables the read limit; the stream lives as long as ctx.
 	up := websocket.NetConn(ctx, ws, websocket.MessageBinary)
+	if kind == backends.ConsoleSerial {
+		return termOpen(up, vnc.User, vnc.Ticket, ref.Name)
+	}
 	clear := rfb.Deadline(up, handshakeTimeout)
 	if err := rfb.ClientHandshake(up, vnc.Ticket); err != nil {
 		up.Close()
@@ -131,4 +149,38 @@ func front(up net.Conn) net.Conn {
 		<-done
 	}()
 	return theirs
+}
+
+// termOpen performs termproxy's opening on up ("USER:TICKET\n", answered
+// "OK") and returns a connection whose writes become input frames.
+func termOpen(up net.Conn, user, ticket, name string) (net.Conn, error) {
+	clear := rfb.Deadline(up, handshakeTimeout)
+	_, err := up.Write([]byte(user + ":" + ticket + "\n"))
+	ok := make([]byte, 2)
+	if err == nil {
+		_, err = io.ReadFull(up, ok)
+	}
+	if err != nil || string(ok) != "OK" {
+		up.Close()
+		return nil, backends.Failed("the serial console of "+name+" did not accept its ticket", fmt.Errorf("termproxy: %q, %v", ok, err))
+	}
+	clear()
+	return &termConn{Conn: up}, nil
+}
+
+// termConn is a termproxy stream: reads are the terminal's output as it
+// comes, each write one input frame "0:LEN:DATA".
+type termConn struct {
+	net.Conn
+	mu sync.Mutex
+}
+
+func (c *termConn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	frame := append(fmt.Appendf(nil, "0:%d:", len(p)), p...)
+	if _, err := c.Conn.Write(frame); err != nil {
+		return 0, err
+	}
+	return len(p), nil
 }

@@ -56,8 +56,8 @@ func TestConsoleRealGuest(t *testing.T) {
 	if err != nil || len(kinds) != 1 || kinds[0] != backends.ConsoleVNC {
 		t.Fatalf("Consoles = %v, %v; want vnc", kinds, err)
 	}
-	_, err = b.DialConsole(ctx, ref, backends.ConsoleSerial)
-	wantSafe(t, "DialConsole serial", err, backends.ErrUnsupported, s.secret)
+	_, err = b.DialConsole(ctx, ref, backends.ConsoleRDP)
+	wantSafe(t, "DialConsole rdp", err, backends.ErrUnsupported, s.secret)
 
 	c, err := b.DialConsole(ctx, ref, backends.ConsoleVNC)
 	if err != nil {
@@ -103,6 +103,24 @@ func TestConsoleRealGuest(t *testing.T) {
 	// The serial port through PVE's termproxy on the same server: the
 	// guest's shell evaluates what it is sent.
 	t.Run("termproxy", func(t *testing.T) { termproxy(t, s, "screen") })
+	t.Run("serial", func(t *testing.T) {
+		c, err := b.DialConsole(ctx, ref, backends.ConsoleSerial)
+		if err != nil {
+			t.Fatalf("DialConsole serial: %v", err)
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+		write(t, c, []byte("echo corral-$((6*9))\n"))
+		var out []byte
+		buf := make([]byte, 4096)
+		for !strings.Contains(string(out), "corral-54") {
+			n, err := c.Read(buf)
+			if err != nil {
+				t.Fatalf("read the serial console: %v; got %q", err, out)
+			}
+			out = append(out, buf[:n]...)
+		}
+	})
 
 	// A stopped guest has no console.
 	if err := qb.Power(ctx, qref, backends.ActionStop); err != nil {
