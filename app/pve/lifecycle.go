@@ -137,13 +137,26 @@ var powerActions = map[string]struct {
 // task that ran and failed is an Op with a failed task (its UPID's
 // exitstatus carries the error), as in PVE.
 func (s *Service) Power(ctx context.Context, c Caller, node string, vmid int64, verb string, p Params) (Op, error) {
+	return s.power(ctx, c, node, vmid, verb, p, "qemu")
+}
+
+// PowerCT performs status/VERB on an lxc guest (a CT) like Power; its
+// task types are PVE's vz* ones.
+func (s *Service) PowerCT(ctx context.Context, c Caller, node string, vmid int64, verb string, p Params) (Op, error) {
+	return s.power(ctx, c, node, vmid, verb, p, "lxc")
+}
+
+func (s *Service) power(ctx context.Context, c Caller, node string, vmid int64, verb string, p Params, typ string) (Op, error) {
 	pa, ok := powerActions[verb]
-	if !ok {
-		return Op{}, &Error{Status: 501, Msg: "Method 'POST /nodes/" + node + "/qemu/" + strconv.FormatInt(vmid, 10) + "/status/" + verb + "' not implemented"}
+	if !ok || typ == "lxc" && verb == "reset" {
+		return Op{}, &Error{Status: 501, Msg: "Method 'POST /nodes/" + node + "/" + typ + "/" + strconv.FormatInt(vmid, 10) + "/status/" + verb + "' not implemented"}
 	}
-	g, err := s.Guest(ctx, node, vmid)
+	g, err := s.guestOf(ctx, node, vmid, typ)
 	if err != nil {
 		return Op{}, err
+	}
+	if typ == "lxc" {
+		pa.typ = "vz" + strings.TrimPrefix(pa.typ, "qm")
 	}
 	if verb == "start" && g.Conf["template"] == "1" {
 		return Op{}, &Error{Status: 500, Msg: "you can't start a vm if it's a template"}

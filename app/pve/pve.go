@@ -42,6 +42,9 @@ type Store interface {
 	VerifyPVEUserSecret(ctx context.Context, userid, secret string) (string, error)
 	Setting(ctx context.Context, key string) (string, error)
 	SetSetting(ctx context.Context, key, value string) error
+	// Folders are PVE's pools (pools.go).
+	Folders(ctx context.Context) ([]string, error)
+	FolderMembers(ctx context.Context) ([]store.FolderMember, error)
 }
 
 // Options configure a Service.
@@ -68,6 +71,8 @@ type Service struct {
 	idx *index
 
 	upids sync.Map // UPID -> task id, for task ids of another shape
+
+	vnc grants // VNC consoles granted and not yet opened (console.go)
 }
 
 // settingTicketKey names the setting that holds the ticket signing key.
@@ -198,14 +203,28 @@ type Guest struct {
 }
 
 // notExist is PVE's answer for a guest that is not there; clients match
-// "does not exist".
-func notExist(node string, vmid int64) error {
-	return &Error{Status: 500, Msg: fmt.Sprintf("Configuration file 'nodes/%s/qemu-server/%d.conf' does not exist", node, vmid)}
+// "does not exist". typ is "qemu" or "lxc".
+func notExist(node string, vmid int64, typ string) error {
+	dir := "qemu-server"
+	if typ == "lxc" {
+		dir = "lxc"
+	}
+	return &Error{Status: 500, Msg: fmt.Sprintf("Configuration file 'nodes/%s/%s/%d.conf' does not exist", node, dir, vmid)}
 }
 
-// Guest returns guest vmid of node as its backend reports it now (a live
-// Get, so a guest just deleted is gone even while the snapshot lags).
+// Guest returns qemu guest vmid of node (a VM) as its backend reports it
+// now (a live Get, so a guest just deleted is gone even while the
+// snapshot lags). A CT's vmid does not exist here, as in PVE.
 func (s *Service) Guest(ctx context.Context, node string, vmid int64) (Guest, error) {
+	return s.guestOf(ctx, node, vmid, "qemu")
+}
+
+// Container returns lxc guest vmid of node (a CT), like Guest.
+func (s *Service) Container(ctx context.Context, node string, vmid int64) (Guest, error) {
+	return s.guestOf(ctx, node, vmid, "lxc")
+}
+
+func (s *Service) guestOf(ctx context.Context, node string, vmid int64, typ string) (Guest, error) {
 	x, err := s.view(ctx)
 	if err != nil {
 		return Guest{}, err
@@ -226,21 +245,24 @@ func (s *Service) Guest(ctx context.Context, node string, vmid int64) (Guest, er
 			if id == vmid {
 				ref, err = backends.ParseRef(r)
 				if err != nil {
-					return Guest{}, notExist(node, vmid)
+					return Guest{}, notExist(node, vmid, typ)
 				}
 				break
 			}
 		}
 	}
 	if ref.IsZero() || NodeName(ref.ContextKey()) != node {
-		return Guest{}, notExist(node, vmid)
+		return Guest{}, notExist(node, vmid, typ)
 	}
 	in, err := s.Instances.Get(ctx, ref.String())
 	if errors.Is(err, backends.ErrNotFound) {
-		return Guest{}, notExist(node, vmid)
+		return Guest{}, notExist(node, vmid, typ)
 	}
 	if err != nil {
 		return Guest{}, err
+	}
+	if (in.Type == backends.TypeCT) != (typ == "lxc") {
+		return Guest{}, notExist(node, vmid, typ)
 	}
 	g := Guest{VMID: vmid, Node: node, In: in}
 	if text, err := s.Store.PVEGuestConfig(ctx, ref.String()); err == nil {

@@ -41,6 +41,9 @@ func (r *Resource) appendJSON(b []byte) []byte {
 	b = append(b, `{"id":`...)
 	b = strconv.AppendQuote(b, r.ID)
 	b = appendStr(b, "type", r.Type)
+	if r.omitSizes {
+		return append(appendStr(b, "pool", r.Pool), '}')
+	}
 	if r.VMID != 0 {
 		b = appendInt(b, "vmid", r.VMID)
 	}
@@ -62,7 +65,7 @@ func (r *Resource) appendJSON(b []byte) []byte {
 	b = appendInt(b, "netout", r.NetOut)
 	b = appendInt(b, "uptime", r.Uptime)
 	b = appendInt(b, "template", int64(r.Template))
-	for _, kv := range [][2]string{{"tags", r.Tags}, {"hastate", r.HAState}, {"storage", r.Storage}, {"level", r.Level}, {"content", r.Content}, {"plugintype", r.PluginTyp}} {
+	for _, kv := range [][2]string{{"tags", r.Tags}, {"pool", r.Pool}, {"hastate", r.HAState}, {"storage", r.Storage}, {"level", r.Level}, {"content", r.Content}, {"plugintype", r.PluginTyp}} {
 		if kv[1] != "" {
 			b = appendStr(b, kv[0], kv[1])
 		}

@@ -35,12 +35,15 @@ type Resource struct {
 	Uptime    int64   `json:"uptime"`
 	Template  int     `json:"template"`
 	Tags      string  `json:"tags,omitempty"`
+	Pool      string  `json:"pool,omitempty"`
 	HAState   string  `json:"hastate,omitempty"`
 	Storage   string  `json:"storage,omitempty"`
 	Level     string  `json:"level,omitempty"`
 	Content   string  `json:"content,omitempty"`
 	PluginTyp string  `json:"plugintype,omitempty"`
 	Shared    *int    `json:"shared,omitempty"`
+
+	omitSizes bool // a pool row: id, type and pool only, as PVE writes it
 }
 
 const mib = 1 << 20
@@ -88,16 +91,30 @@ func (s *Service) guestResource(x *index, i int) Resource {
 }
 
 // Resources answers /cluster/resources from the snapshot in one pass:
-// kind "" (all), "vm", "node", "storage" or "pool".
+// kind "" (all), "vm", "node", "storage" or "pool". A guest in a folder
+// carries its pool; one query reads the folders.
 func (s *Service) Resources(ctx context.Context, kind string) (Resources, error) {
 	x, err := s.view(ctx)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Resource, 0, len(x.snap.Instances)+2*len(x.nodes))
+	p, err := s.pools(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Resource, 0, len(x.snap.Instances)+2*len(x.nodes)+len(p.paths))
 	if kind == "" || kind == "vm" {
 		for i := range x.snap.Instances {
-			out = append(out, s.guestResource(x, i))
+			r := s.guestResource(x, i)
+			if len(p.byRef) > 0 {
+				r.Pool = p.byRef[x.snap.Instances[i].Ref.String()]
+			}
+			out = append(out, r)
+		}
+	}
+	if kind == "" || kind == "pool" {
+		for _, path := range p.paths {
+			out = append(out, Resource{ID: "/pool/" + path, Type: "pool", Pool: path, omitSizes: true})
 		}
 	}
 	if kind == "" || kind == "node" {
@@ -137,6 +154,9 @@ func (s *Service) Guests(ctx context.Context, node, typ string) ([]map[string]an
 			continue
 		}
 		m := guestMap(r)
+		if typ == "lxc" {
+			m["type"], m["maxswap"], m["swap"] = "lxc", 0, 0
+		}
 		if typ == "qemu" && in.State == backends.StatePaused {
 			// What PVE's list adds with full=1: status says running,
 			// qmpstatus says paused.

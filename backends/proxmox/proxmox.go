@@ -22,7 +22,10 @@
 // Every change in PVE is a task with a UPID; the backend waits for the
 // task and maps a failed one to backends.ErrFailed, keeping PVE's exit
 // status (free text that may name hosts and storage paths) in the cause.
-// Consoles (PVE's VNC websocket tickets) are not implemented yet.
+//
+// Consoles are PVE's VNC websockets (console.go): a vncproxy ticket, the
+// websocket dialled with the API token, PVE's VNC password step done by
+// the backend, so the console bridge sees a plain RFB server.
 package proxmox
 
 import (
@@ -40,10 +43,11 @@ import (
 )
 
 var (
-	_ backends.Backend     = (*Backend)(nil)
-	_ backends.Snapshotter = (*Backend)(nil)
-	_ backends.Cloner      = (*Backend)(nil)
-	_ backends.Doctor      = (*Backend)(nil)
+	_ backends.Backend       = (*Backend)(nil)
+	_ backends.Snapshotter   = (*Backend)(nil)
+	_ backends.Cloner        = (*Backend)(nil)
+	_ backends.Doctor        = (*Backend)(nil)
+	_ backends.ConsoleDialer = (*Backend)(nil)
 )
 
 // Options configure one Proxmox VE context.
@@ -84,6 +88,7 @@ type Options struct {
 type Backend struct {
 	opts Options
 	c    *proxmox.Client
+	hc   *http.Client // also dials the consoles' websockets
 }
 
 // New returns a backend for opts. It does not connect: the first call
@@ -122,7 +127,7 @@ func New(opts Options) *Backend {
 		// goes to the debug level of the context's logger, never stderr.
 		proxmox.WithLogger(logger{opts.Logger}),
 	)
-	return &Backend{opts: opts, c: c}
+	return &Backend{opts: opts, c: c, hc: hc}
 }
 
 // Kind implements backends.Backend.

@@ -2,10 +2,12 @@ package proxmox_test
 
 import (
 	"context"
+	"crypto/tls"
 	"crypto/x509"
 	"io"
 	stdlog "log"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -14,6 +16,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	goproxmox "github.com/luthermonson/go-proxmox"
 	golibvirt "libvirt.org/go/libvirt"
 
 	"github.com/corral-dev/corral/app/auth"
@@ -113,4 +116,14 @@ func libvirtServer(t *testing.T) *server {
 	b := libvirt.New(libvirt.Options{Context: "test", URI: "test:///default"})
 	t.Cleanup(func() { _ = b.Close() })
 	return newServer(t, b)
+}
+
+// httpClient trusts the server's certificate.
+func (s *server) httpClient() *http.Client {
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: s.roots, MinVersion: tls.VersionTLS12}}}
+}
+
+// pxclient is a go-proxmox client of the server with the test's token.
+func pxclient(s *server) *goproxmox.Client {
+	return goproxmox.NewClient(s.url, goproxmox.WithHTTPClient(s.httpClient()), goproxmox.WithAPIToken(s.tokenID, s.secret))
 }

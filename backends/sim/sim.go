@@ -262,6 +262,7 @@ func (b *Backend) Delete(ctx context.Context, ref backends.InstanceRef) error {
 
 func clone(in backends.Instance) backends.Instance {
 	in.Tags = slices.Clone(in.Tags)
+	in.Facts = slices.Clone(in.Facts)
 	return in
 }
 

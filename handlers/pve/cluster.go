@@ -15,9 +15,9 @@ func (h *handler) clusterStatus(r *http.Request, _ pve.Params) (any, error) {
 
 func (h *handler) clusterResources(r *http.Request, p pve.Params) (any, error) {
 	switch t := p["type"]; t {
-	case "", "vm", "node", "storage":
+	case "", "vm", "node", "storage", "pool":
 		return h.Service.Resources(r.Context(), t)
-	case "pool", "sdn":
+	case "sdn":
 		return []any{}, nil
 	default:
 		return nil, pve.ParamError("type", "value '"+t+"' does not have a value in the enumeration 'vm, storage, node, sdn, pool'")
@@ -43,14 +43,26 @@ func (h *handler) haResource(r *http.Request, _ pve.Params) (any, error) {
 	return nil, &pve.Error{Status: 500, Msg: "no such resource '" + param(r, "sid") + "'"}
 }
 
-// pools: Corral's folders do not exist yet, so there is no pool.
-func (h *handler) pools(_ *http.Request, p pve.Params) (any, error) {
-	if id := p["poolid"]; id != "" {
-		return nil, &pve.Error{Status: 500, Msg: "pool '" + id + "' does not exist"}
+// pools answers GET /pools, and with ?poolid= PVE 8.1's query form: a
+// list of the one pool with its members.
+func (h *handler) pools(r *http.Request, p pve.Params) (any, error) {
+	id := p["poolid"]
+	if id == "" {
+		return h.Service.Pools(r.Context())
 	}
-	return []any{}, nil
+	members, err := h.Service.PoolMembers(r.Context(), id, p["type"])
+	if err != nil {
+		return nil, err
+	}
+	return []map[string]any{{"poolid": id, "members": members}}, nil
 }
 
-func (h *handler) pool(r *http.Request, _ pve.Params) (any, error) {
-	return nil, &pve.Error{Status: 500, Msg: "pool '" + param(r, "poolid") + "' does not exist"}
+// pool answers GET /pools/{poolid}, the path form: the pool id may hold
+// slashes (a nested folder), raw or escaped.
+func (h *handler) pool(r *http.Request, p pve.Params) (any, error) {
+	members, err := h.Service.PoolMembers(r.Context(), param(r, "*"), p["type"])
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"members": members}, nil
 }

@@ -14,6 +14,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/corral-dev/corral/backends"
+	"github.com/corral-dev/corral/backends/sim"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -69,14 +72,33 @@ func normalize(s string) string {
 // eye against docs/proxmox-api.md (PVE's formats); they are not
 // recordings of a real PVE.
 func TestGolden(t *testing.T) {
-	e := newEnv(t, envOpts{simSize: 2})
+	var simB *sim.Backend
+	e := newEnv(t, envOpts{simSize: 2, wrap: func(b backends.Backend) backends.Backend { simB = b.(*sim.Backend); return b }})
 	tok := e.token(t, "root@pam", "golden")
+	// A CT (the sim runs them like KubeVirt does), numbered 200.
+	if _, err := simB.CreateContainer(t.Context(), backends.Spec{Name: "box", CPUs: 1, MemoryMiB: 512, DiskMiB: 8192, Start: true, Tags: []string{"ct"}},
+		"docker.io/library/debian:bookworm", false); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.store.ReserveVMID(t.Context(), "sim/lab/-/box", 200); err != nil {
+		t.Fatal(err)
+	}
+	e.fleet.Refresh(t.Context())
 	create := url.Values{"vmid": {"123"}, "name": {"golden"}, "cores": {"2"}, "memory": {"2048"},
 		"scsi0": {"file=local-lvm:8,size=8589934592,iothread=1"}, "net0": {"model=virtio,bridge=vmbr0,firewall=1"}, "agent": {"1"}}
 	if code, body := e.call(t, tok, "POST", "/api2/json/nodes/sim-lab/qemu", create); code != 200 {
 		t.Fatalf("create: %d %s", code, body)
 	}
 	waitTasks(t, e)
+	// Folders are pools: the VM in a nested one, the CT in its parent.
+	if err := e.store.CreateFolder(t.Context(), "team/web"); err != nil { // and its parent
+		t.Fatal(err)
+	}
+	for _, f := range [][2]string{{"team/web", "sim/lab/-/golden"}, {"team", "sim/lab/-/box"}} {
+		if err := e.store.SetFolderMember(t.Context(), f[0], f[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
 	cases := []struct {
 		name, auth, method, path string
 		form                     url.Values
@@ -98,7 +120,20 @@ func TestGolden(t *testing.T) {
 		{"bad_token", "root@pam!golden=nope", "GET", "/api2/json/version", nil, 401},
 		{"storage", tok, "GET", "/api2/json/nodes/sim-lab/storage", nil, 200},
 		{"pools", tok, "GET", "/api2/json/pools", nil, 200},
+		{"pool_query", tok, "GET", "/api2/json/pools?poolid=team/web", nil, 200},
+		{"pool_path", tok, "GET", "/api2/json/pools/team/web", nil, 200},
+		{"pool_path_escaped", tok, "GET", "/api2/json/pools/team%2Fweb/", nil, 200},
+		{"pool_lxc", tok, "GET", "/api2/json/pools/team?type=lxc", nil, 200},
+		{"pool_missing", tok, "GET", "/api2/json/pools/nope", nil, 500},
+		{"resources_pool", tok, "GET", "/api2/json/cluster/resources?type=pool", nil, 200},
 		{"lxc", tok, "GET", "/api2/json/nodes/sim-lab/lxc", nil, 200},
+		{"lxc_status", tok, "GET", "/api2/json/nodes/sim-lab/lxc/200/status/current", nil, 200},
+		{"lxc_config", tok, "GET", "/api2/json/nodes/sim-lab/lxc/200/config", nil, 200},
+		{"lxc_shutdown", tok, "POST", "/api2/json/nodes/sim-lab/lxc/200/status/shutdown", url.Values{}, 200},
+		{"lxc_stopped", tok, "GET", "/api2/json/nodes/sim-lab/lxc/200/status/current", nil, 200},
+		{"lxc_as_qemu", tok, "GET", "/api2/json/nodes/sim-lab/qemu/200/config", nil, 500},
+		{"qemu_as_lxc", tok, "GET", "/api2/json/nodes/sim-lab/lxc/123/status/current", nil, 500},
+		{"resources_all", tok, "GET", "/api2/json/cluster/resources", nil, 200},
 		{"permissions", tok, "GET", "/api2/json/access/permissions?userid=root@pam&path=/", nil, 200},
 		{"not_implemented", tok, "GET", "/api2/json/nodes/sim-lab/qemu/123/rrddata", nil, 501},
 	}

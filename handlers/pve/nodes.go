@@ -29,9 +29,3 @@ func (h *handler) storageContent(r *http.Request, p pve.Params) (any, error) {
 func (h *handler) storageVolume(r *http.Request, _ pve.Params) (any, error) {
 	return h.Service.Volume(r.Context(), param(r, "node"), param(r, "storage"), param(r, "volid"))
 }
-
-// lxcList: no backend runs CTs yet, so the list holds the CTs the fleet
-// reports, which is none.
-func (h *handler) lxcList(r *http.Request, _ pve.Params) (any, error) {
-	return h.Service.Guests(r.Context(), param(r, "node"), "lxc")
-}

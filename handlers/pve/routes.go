@@ -68,7 +68,7 @@ func Mount(r chi.Router, d Deps) {
 	route(http.MethodGet, "/cluster/nextid", R, h.nextID)
 	route(http.MethodGet, "/cluster/ha/resources/{sid}", R, h.haResource)
 	route(http.MethodGet, "/pools", R, h.pools)
-	route(http.MethodGet, "/pools/{poolid}", R, h.pool)
+	route(http.MethodGet, "/pools/*", R, h.pool) // a pool id may hold slashes
 
 	route(http.MethodGet, "/nodes", R, h.nodes)
 	route(http.MethodGet, "/nodes/{node}/status", R, h.nodeStatus)
@@ -80,6 +80,9 @@ func Mount(r chi.Router, d Deps) {
 	route(http.MethodGet, "/nodes/{node}/tasks/{upid}/status", R, h.taskStatus)
 	route(http.MethodGet, "/nodes/{node}/tasks/{upid}/log", R, h.taskLog)
 	route(http.MethodGet, "/nodes/{node}/lxc", R, h.lxcList)
+	route(http.MethodGet, "/nodes/{node}/lxc/{vmid}/config", R, h.lxcConfig)
+	route(http.MethodGet, "/nodes/{node}/lxc/{vmid}/status/current", R, h.lxcStatus)
+	route(http.MethodPost, "/nodes/{node}/lxc/{vmid}/status/{action}", A, h.lxcPower)
 
 	route(http.MethodGet, "/nodes/{node}/qemu", R, h.qemuList)
 	route(http.MethodPost, "/nodes/{node}/qemu", A, h.qemuCreate)
@@ -94,6 +97,10 @@ func Mount(r chi.Router, d Deps) {
 	route(http.MethodPost, "/nodes/{node}/qemu/{vmid}/clone", A, h.qemuClone)
 	route(http.MethodPost, "/nodes/{node}/qemu/{vmid}/template", A, h.qemuTemplate)
 	route(http.MethodGet, "/nodes/{node}/qemu/{vmid}/agent/network-get-interfaces", R, h.qemuInterfaces)
+	route(http.MethodPost, "/nodes/{node}/qemu/{vmid}/vncproxy", A, h.qemuVNCProxy)
+	route(http.MethodPost, "/nodes/{node}/qemu/{vmid}/termproxy", A, h.qemuTermProxy)
+	// A WebSocket (not PVE's envelope) and privileged although a GET.
+	g.Route(r, http.MethodGet, "/nodes/{node}/qemu/{vmid}/vncwebsocket", auth.Privileged, http.HandlerFunc(h.qemuVNCWebsocket))
 	route(http.MethodGet, "/nodes/{node}/qemu/{vmid}/snapshot", R, h.snapshotList)
 	route(http.MethodPost, "/nodes/{node}/qemu/{vmid}/snapshot", A, h.snapshotCreate)
 	route(http.MethodDelete, "/nodes/{node}/qemu/{vmid}/snapshot/{snapname}", A, h.snapshotDelete)

@@ -19,6 +19,7 @@ import (
 	"github.com/corral-dev/corral/app/instances"
 	apppve "github.com/corral-dev/corral/app/pve"
 	"github.com/corral-dev/corral/app/tasks"
+	"github.com/corral-dev/corral/backends"
 	"github.com/corral-dev/corral/backends/libvirt"
 	"github.com/corral-dev/corral/backends/sim"
 	"github.com/corral-dev/corral/handlers/pve"
@@ -54,6 +55,10 @@ type envOpts struct {
 	libvirt bool
 	admins  []string
 	dir     string
+	// wrap, when set, replaces the sim backend (e.g. to give it consoles).
+	wrap func(backends.Backend) backends.Backend
+	// now is the service's clock; nil means time.Now.
+	now func() time.Time
 }
 
 func newEnv(t testing.TB, o envOpts) *env {
@@ -71,7 +76,11 @@ func newEnv(t testing.TB, o envOpts) *env {
 	e.store = st
 	e.tasks = tasks.New(st, tasks.Options{Logger: log})
 	e.fleet = fleet.New(fleet.Options{Logger: log, Interval: time.Hour})
-	if err := e.fleet.Add(sim.New(sim.Options{Context: "lab", Size: o.simSize})); err != nil {
+	var sb backends.Backend = sim.New(sim.Options{Context: "lab", Size: o.simSize})
+	if o.wrap != nil {
+		sb = o.wrap(sb)
+	}
+	if err := e.fleet.Add(sb); err != nil {
 		t.Fatal(err)
 	}
 	if o.libvirt {
@@ -88,7 +97,7 @@ func newEnv(t testing.TB, o envOpts) *env {
 	e.fleet.Refresh(ctx)
 	e.inst = instances.New(e.fleet, e.tasks, st, log)
 	policy := auth.NewPolicy(o.admins, false)
-	e.svc, err = apppve.New(ctx, apppve.Options{Fleet: e.fleet, Instances: e.inst, Tasks: e.tasks, Store: st, Policy: policy, Log: log})
+	e.svc, err = apppve.New(ctx, apppve.Options{Fleet: e.fleet, Instances: e.inst, Tasks: e.tasks, Store: st, Policy: policy, Log: log, Now: o.now})
 	if err != nil {
 		t.Fatal(err)
 	}
