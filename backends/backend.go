@@ -222,18 +222,21 @@ const (
 	FirmwareUEFI Firmware = "uefi"
 )
 
-// Disk is the primary disk of a stopped instance as a file on this host.
+// Disk is the primary disk of an instance as a file on this host.
 type Disk struct {
 	Path       string   // absolute path of the image; read it, never write it
 	Format     string   // "qcow2" or "raw"
 	VirtualMiB int64    // the size the guest sees
 	Firmware   Firmware // how the instance boots
+	// InUse reports that the instance runs: Path must not be read until
+	// it is stopped (a disk read while the guest writes is torn).
+	InUse bool
 }
 
 // DiskSourcer is implemented by backends whose disks are files on this
 // host (local QEMU, libvirt on a local URI): the read side of a move,
-// which then needs no export copy. DiskSource refuses a running instance
-// (Conflict): a disk read while the guest writes is torn.
+// which then needs no export copy. DiskSource describes the disk in any
+// state; only a stopped instance's disk may be read.
 type DiskSourcer interface {
 	DiskSource(ctx context.Context, ref InstanceRef) (Disk, error)
 }

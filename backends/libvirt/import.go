@@ -103,7 +103,7 @@ func (b *Backend) Import(ctx context.Context, spec backends.Spec, diskPath, form
 }
 
 // DiskSource implements backends.DiskSourcer: the first file disk of a
-// stopped domain. It is refused on a remote URI, whose files are not on
+// domain (InUse while it is not shut off). It is refused on a remote URI, whose files are not on
 // this host (qemu-img would fail there with a baffling "no such file"),
 // and for a domain whose disk is not a file (a network or block disk).
 func (b *Backend) DiskSource(ctx context.Context, ref backends.InstanceRef) (backends.Disk, error) {
@@ -121,9 +121,6 @@ func (b *Backend) DiskSource(ctx context.Context, ref backends.InstanceRef) (bac
 	st, _, err := d.GetState()
 	if err != nil {
 		return backends.Disk{}, b.fail("read", ref.Name, err)
-	}
-	if stateOf(st) != backends.StateStopped {
-		return backends.Disk{}, backends.Conflictf("the disk of %s is in use: it is %s; stop it first", ref.Name, stateOf(st))
 	}
 	doc, err := d.GetXMLDesc(libvirt.DOMAIN_XML_INACTIVE)
 	if err != nil {
@@ -153,7 +150,8 @@ func (b *Backend) DiskSource(ctx context.Context, ref backends.InstanceRef) (bac
 	if def.OS != nil && (def.OS.Firmware == "efi" || def.OS.Loader != nil && def.OS.Loader.Type == "pflash") {
 		fw = backends.FirmwareUEFI
 	}
-	return backends.Disk{Path: path, Format: ii.Format, VirtualMiB: (ii.VirtualSize + 1<<20 - 1) >> 20, Firmware: fw}, nil
+	return backends.Disk{Path: path, Format: ii.Format, VirtualMiB: (ii.VirtualSize + 1<<20 - 1) >> 20, Firmware: fw,
+		InUse: stateOf(st) != backends.StateStopped}, nil
 }
 
 // local reports whether the URI names a hypervisor on this host: no host
@@ -170,7 +168,9 @@ type imgInfo struct {
 
 // imageInfo reads an image's format and size with qemu-img info.
 func imageInfo(ctx context.Context, path string) (imgInfo, error) {
-	out, err := exec.CommandContext(ctx, "qemu-img", "info", "--output=json", path).Output()
+	// -U: a running guest holds the image locked; only its format and
+	// size are read, which the guest does not change.
+	out, err := exec.CommandContext(ctx, "qemu-img", "info", "-U", "--output=json", path).Output()
 	if err != nil {
 		return imgInfo{}, fmt.Errorf("qemu-img info: %w", err)
 	}

@@ -74,7 +74,7 @@ func TestConformanceDaemon(t *testing.T) {
 
 // TestImportDaemon imports a raw image into the daemon's context: the disk
 // becomes a qcow2 of the same virtual size, the domain boots the guest,
-// and a running domain's disk is refused as a move source.
+// and a running domain's disk is reported in use.
 func TestImportDaemon(t *testing.T) {
 	b := newDaemonBackend(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -106,8 +106,8 @@ func TestImportDaemon(t *testing.T) {
 	}
 	w := &markerWaiter{seen: map[backends.InstanceRef]int{}}
 	w.wait(t, b, in.Ref)
-	if _, err := b.DiskSource(ctx, in.Ref); !errors.Is(err, backends.ErrConflict) {
-		t.Fatalf("DiskSource of a running domain: %v, want ErrConflict", err)
+	if d, err := b.DiskSource(ctx, in.Ref); err != nil || !d.InUse {
+		t.Fatalf("DiskSource of a running domain = %+v, %v; want it in use", d, err)
 	}
 	if err := b.Power(ctx, in.Ref, backends.ActionStop); err != nil {
 		t.Fatalf("stop: %v", err)

@@ -77,25 +77,25 @@ func (b *Backend) Import(ctx context.Context, spec backends.Spec, diskPath, form
 }
 
 // DiskSource implements backends.DiskSourcer: the VM's disk file, which
-// the caller may read while the VM stays stopped. A running VM is a
-// Conflict. Local VMs boot BIOS (SeaBIOS) or a kernel directly.
+// the caller may read while the VM stays stopped (InUse says it runs).
+// Local VMs boot BIOS (SeaBIOS) or a kernel directly.
 func (b *Backend) DiskSource(ctx context.Context, ref backends.InstanceRef) (backends.Disk, error) {
 	v, err := b.lookup(ref)
 	if err != nil {
 		return backends.Disk{}, err
 	}
-	if _, alive := v.process(); alive {
-		return backends.Disk{}, backends.Conflictf("the disk of %s is in use: stop it first (corral stop %s)", ref.Name, ref.Name)
-	}
+	_, alive := v.process()
 	if _, err := os.Stat(v.disk()); err != nil {
 		return backends.Disk{}, b.fail("read the disk of", ref.Name, err)
 	}
-	ii, err := b.info(ctx, v.disk(), false)
+	// -U reads the image a running qemu holds locked: only the size and
+	// format are read, which a running guest does not change.
+	ii, err := b.info(ctx, v.disk(), alive)
 	if err != nil {
 		return backends.Disk{}, b.fail("read the disk of", ref.Name, err)
 	}
 	if ii.Format != v.cfg.DiskFormat {
 		return backends.Disk{}, b.fail("read the disk of", ref.Name, fmt.Errorf("qemu: %s is %s, config says %s", v.disk(), ii.Format, v.cfg.DiskFormat))
 	}
-	return backends.Disk{Path: v.disk(), Format: ii.Format, VirtualMiB: toMiB(ii.VirtualSize), Firmware: backends.FirmwareBIOS}, nil
+	return backends.Disk{Path: v.disk(), Format: ii.Format, VirtualMiB: toMiB(ii.VirtualSize), Firmware: backends.FirmwareBIOS, InUse: alive}, nil
 }
