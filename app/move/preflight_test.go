@@ -26,7 +26,7 @@ import (
 type local struct {
 	*sim.Backend
 	firmware map[string]backends.Firmware
-	uefi     bool                   // imports UEFI guests too
+	uefi     bool                    // imports UEFI guests too
 	importFn func(name string) error // injected after the instance is created
 	imported []string
 }
