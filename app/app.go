@@ -25,6 +25,7 @@ import (
 	"github.com/corral-dev/corral/app/folders"
 	"github.com/corral-dev/corral/app/images"
 	"github.com/corral-dev/corral/app/instances"
+	"github.com/corral-dev/corral/app/move"
 	apppve "github.com/corral-dev/corral/app/pve"
 	"github.com/corral-dev/corral/app/tasks"
 	"github.com/corral-dev/corral/handlers/api"
@@ -46,6 +47,7 @@ type App struct {
 	Fleet     *fleet.Fleet
 	Tasks     *tasks.Manager
 	Instances *instances.Service
+	Move      *move.Service
 	handler   http.Handler
 	closers   []func() error
 	cancel    context.CancelFunc
@@ -90,6 +92,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	}
 	a.Instances = instances.New(a.Fleet, a.Tasks, st, log,
 		instances.WithImages(&images.Resolver{Dir: filepath.Join(filepath.Dir(path), "images")}))
+	a.Move = move.New(a.Fleet, a.Tasks, move.Options{Registry: st, Logger: log})
 	if err := a.buildAuth(); err != nil {
 		a.Close()
 		return nil, err
@@ -184,10 +187,10 @@ func (a *App) routes(assets *static.Assets) http.Handler {
 		api.MountHealth(r, api.HealthDeps{Store: a.Store})
 		r.Route("/api", func(r chi.Router) {
 			api.Mount(r, api.Deps{Instances: a.Instances, Fleet: a.Fleet, Tasks: a.Tasks, Log: a.log, Policy: a.policy, Audit: a.auditor, PVE: a.PVE,
-				Folders: folders.New(a.Store, a.Fleet, a.Tasks, a.Instances, folders.Options{})})
+				Folders: folders.New(a.Store, a.Fleet, a.Tasks, a.Instances, folders.Options{}), Move: a.Move})
 		})
 		ui.Mount(r, ui.Deps{Instances: a.Instances, Fleet: a.Fleet, Tasks: a.Tasks, Assets: assets, Log: a.log,
-			Policy: a.policy, Audit: a.auditor, Sessions: a.sessions, OIDC: a.oidc, PVE: a.PVE})
+			Policy: a.policy, Audit: a.auditor, Sessions: a.sessions, OIDC: a.oidc, PVE: a.PVE, Move: a.Move})
 	})
 	return r
 }

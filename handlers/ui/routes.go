@@ -13,6 +13,7 @@ import (
 	"github.com/corral-dev/corral/app/auth"
 	"github.com/corral-dev/corral/app/fleet"
 	"github.com/corral-dev/corral/app/instances"
+	"github.com/corral-dev/corral/app/move"
 	apppve "github.com/corral-dev/corral/app/pve"
 	"github.com/corral-dev/corral/app/tasks"
 	"github.com/corral-dev/corral/handlers/middleware"
@@ -36,6 +37,8 @@ type Deps struct {
 	OIDC     *auth.OIDC
 	// PVE manages the Proxmox API's tokens (nil: those pages answer 404).
 	PVE *apppve.Service
+	// Move plans and runs cold moves (nil: the move dialog is not offered).
+	Move *move.Service
 }
 
 // server holds the dependencies of every handler of the surface.
