@@ -82,6 +82,8 @@ func Mount(r chi.Router, d Deps) {
 	// GET /vm/{ref} (the page), GET /vm/{ref}/delete (the confirmation,
 	// refused to non-admins by its handler), POST /vm/{ref}/{action} (a
 	// power action, or delete).
+	route(http.MethodPost, "/ui/move/preflight", auth.Read, s.movePreflight) // touches nothing
+	route(http.MethodPost, "/ui/move", auth.Admin, s.moveCommit)
 	route(http.MethodGet, "/vm/*", auth.Read, s.vmGet)
 	route(http.MethodPost, "/vm/*", auth.Admin, s.vmPost)
 }
