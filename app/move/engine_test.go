@@ -157,3 +157,96 @@ func TestMoveQEMUToLibvirtAndBack(t *testing.T) {
 		t.Fatalf("the qemu copy's disk = %+v, %v; want 32 MiB holding the pattern", qd, err)
 	}
 }
+
+// failingImporter is a real local-QEMU context whose import creates the
+// copy and then reports a failure, as a backend that dies halfway would.
+type failingImporter struct{ *qemu.Backend }
+
+func (f failingImporter) Import(ctx context.Context, spec backends.Spec, path, format string) (backends.Instance, error) {
+	if _, err := f.Backend.Import(ctx, spec, path, format); err != nil {
+		return backends.Instance{}, err
+	}
+	return backends.Instance{}, backends.Failed("the destination failed after copying the disk", nil)
+}
+
+// TestMoveFailureKeepsRealSource: a running qemu guest whose move fails
+// after the destination created the copy is running again afterwards,
+// with its disk as it was, and the copy is gone.
+func TestMoveFailureKeepsRealSource(t *testing.T) {
+	kernel, initrd := qemutest.Guest(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	opts := qemu.Options{Accel: "tcg", Kernel: kernel, Initrd: initrd, Append: qemutest.Append, ShutdownTimeout: 30 * time.Second}
+	opts.Context, opts.Dir = "local", t.TempDir()
+	q, err := qemu.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Context, opts.Dir = "other", t.TempDir()
+	other, err := qemu.New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, b := range []*qemu.Backend{q, other} {
+			list, _ := b.List(context.Background())
+			for _, in := range list {
+				if in.State != backends.StateStopped {
+					_ = b.Power(context.Background(), in.Ref, backends.ActionStop)
+				}
+			}
+		}
+	})
+	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "c.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	f := fleet.New(fleet.Options{Timeout: time.Minute})
+	for _, b := range []backends.Backend{q, failingImporter{other}} {
+		if err := f.Add(b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tm := tasks.New(st, tasks.Options{})
+	t.Cleanup(tm.Close)
+	svc := move.New(f, tm, move.Options{Registry: st, ShutdownTimeout: time.Minute})
+
+	const pattern = "CORRAL-SOURCE-STAYS-91c2"
+	raw := filepath.Join(t.TempDir(), "seed.raw")
+	if err := os.WriteFile(raw, append([]byte(pattern), make([]byte, 16<<20-len(pattern))...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	src, err := q.Import(ctx, backends.Spec{Name: "keeper", CPUs: 1, MemoryMiB: 256, Start: true}, raw, "raw")
+	if err != nil {
+		t.Fatalf("Import: %v", err)
+	}
+	serial, _ := q.SerialLog(src.Ref)
+	qemutest.WaitMarker(t, serial, qemutest.Marker, 1, bootTimeout)
+	f.Refresh(ctx)
+
+	task, _, err := svc.Move(ctx, tasks.Origin{Actor: "t", Surface: "test"}, move.Request{Ref: src.Ref.String(), ToBackend: "qemu", ToContext: "other", DeleteSource: true})
+	if err != nil {
+		t.Fatalf("Move: %v", err)
+	}
+	done, lines := waitTask(t, tm, task.ID)
+	if done.Status != store.TaskError || !strings.Contains(done.Error, "failed after copying") {
+		t.Fatalf("task = %s %q, want the destination's failure; log %+v", done.Status, done.Error, lines)
+	}
+	if _, err := other.Get(ctx, backends.InstanceRef{Backend: backends.KindQEMU, Context: "other", Name: "keeper"}); err == nil {
+		t.Fatal("the copy on the destination was not removed")
+	}
+	// The source runs again (a new boot, a new serial log) with its disk.
+	qemutest.WaitMarker(t, serial, qemutest.Marker, 1, bootTimeout)
+	in, err := q.Get(ctx, src.Ref)
+	if err != nil || in.State != backends.StateRunning {
+		t.Fatalf("source after the failed move = %+v, %v; want running", in, err)
+	}
+	if err := q.Power(ctx, src.Ref, backends.ActionStop); err != nil {
+		t.Fatal(err)
+	}
+	d, err := q.DiskSource(ctx, src.Ref)
+	if err != nil || !diskHolds(t, d.Path, pattern) {
+		t.Fatalf("the source's disk = %+v, %v; want it holding its pattern", d, err)
+	}
+}
