@@ -213,6 +213,14 @@ type Importer interface {
 	Import(ctx context.Context, spec Spec, diskPath, format string) (Instance, error)
 }
 
+// ImportChecker is implemented by importers whose ability to import
+// depends on their configuration (libvirt: a local URI with a data
+// directory). CanImport returns the refusal Import would give, or nil; a
+// move's preflight asks it so that it refuses up front.
+type ImportChecker interface {
+	CanImport() error
+}
+
 // Firmware names how a VM boots.
 type Firmware string
 

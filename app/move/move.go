@@ -319,6 +319,10 @@ func (s *Service) plan(ctx context.Context, src source, req Request) Preflight {
 		imp, isImp := dst.(backends.Importer)
 		if !isImp {
 			refuse(RefuseDestImport, "the %s backend cannot import a disk: choose another destination backend", dst.Kind())
+		} else if ic, ok := dst.(backends.ImportChecker); ok {
+			if err := ic.CanImport(); err != nil {
+				refuse(RefuseDestImport, "context %s cannot import: %s", key, safe(err))
+			}
 		}
 		if req.ToNamespace != "" && dst.Kind() != backends.KindKubeVirt {
 			refuse(RefuseName, "the %s backend has no namespaces: leave toNamespace empty", dst.Kind())

@@ -17,8 +17,9 @@ import (
 )
 
 var (
-	_ backends.Importer    = (*Backend)(nil)
-	_ backends.DiskSourcer = (*Backend)(nil)
+	_ backends.Importer      = (*Backend)(nil)
+	_ backends.ImportChecker = (*Backend)(nil)
+	_ backends.DiskSourcer   = (*Backend)(nil)
 )
 
 // Import implements backends.Importer: the image at diskPath is converted
@@ -39,14 +40,8 @@ func (b *Backend) Import(ctx context.Context, spec backends.Spec, diskPath, form
 	if format != "qcow2" && format != "raw" {
 		return backends.Instance{}, backends.Invalidf("import format %q is not accepted: use qcow2 or raw", format)
 	}
-	if b.test {
-		return backends.Instance{}, backends.Refuse(backends.KindLibvirt, "import", "the test driver has no storage: import into a qemu:/// context")
-	}
-	if !b.local() {
-		return backends.Instance{}, backends.Refuse(backends.KindLibvirt, "import onto a remote hypervisor", "use a context with a local URI (qemu:///system)")
-	}
-	if b.opts.DataDir == "" {
-		return backends.Instance{}, backends.Refuse(backends.KindLibvirt, "import", fmt.Sprintf("configure a data directory for context %s so imported disks have a place", b.opts.Context))
+	if err := b.CanImport(); err != nil {
+		return backends.Instance{}, err
 	}
 	virt, err := imageSize(ctx, diskPath, format)
 	if err != nil {
@@ -100,6 +95,21 @@ func (b *Backend) Import(ctx context.Context, spec backends.Spec, diskPath, form
 		return backends.Instance{}, b.fail("read", spec.Name, err)
 	}
 	return in, nil
+}
+
+// CanImport implements backends.ImportChecker: the test driver has no
+// storage, a remote daemon could not open a file written here, and the
+// disk needs a DataDir.
+func (b *Backend) CanImport() error {
+	switch {
+	case b.test:
+		return backends.Refuse(backends.KindLibvirt, "import", "the test driver has no storage: import into a qemu:/// context")
+	case !b.local():
+		return backends.Refuse(backends.KindLibvirt, "import onto a remote hypervisor", "use a context with a local URI (qemu:///system)")
+	case b.opts.DataDir == "":
+		return backends.Refuse(backends.KindLibvirt, "import", fmt.Sprintf("configure a data directory for context %s so imported disks have a place", b.opts.Context))
+	}
+	return nil
 }
 
 // DiskSource implements backends.DiskSourcer: the first file disk of a
