@@ -375,3 +375,31 @@ func TestMoveKeepsOrDeletesSource(t *testing.T) {
 		}
 	}
 }
+
+// TestMoveInProgress: while a move of an instance runs, its preflight and
+// a second commit are refused; once it ends they are not.
+func TestMoveInProgress(t *testing.T) {
+	e := newEnv(t)
+	e.create(t, e.a, backends.Spec{Name: "web"})
+	release := make(chan struct{})
+	e.b.importFn = func(string) error { <-release; return nil }
+	o := tasks.Origin{Actor: "t", Surface: "test"}
+	task, _, err := e.svc.Move(context.Background(), o, move.Request{Ref: "web", ToBackend: "sim", ToContext: "b", Name: "one"})
+	if err != nil {
+		t.Fatalf("Move: %v", err)
+	}
+	p, _ := e.svc.Preflight(context.Background(), move.Request{Ref: "web", ToBackend: "sim", ToContext: "b", Name: "two"})
+	if !slices.Contains(refusalCodes(p), "move-in-progress") {
+		t.Fatalf("preflight during a move = %+v, want move-in-progress", p.Refusals)
+	}
+	if _, _, err := e.svc.Move(context.Background(), o, move.Request{Ref: "web", ToBackend: "sim", ToContext: "b", Name: "two"}); !errors.Is(err, backends.ErrConflict) {
+		t.Fatalf("a second move during the first: %v, want a Conflict", err)
+	}
+	close(release)
+	if done, lines := waitTask(t, e.tm, task.ID); done.Status != store.TaskDone {
+		t.Fatalf("task = %+v, log %+v", done, lines)
+	}
+	if p, _ := e.svc.Preflight(context.Background(), move.Request{Ref: "web", ToBackend: "sim", ToContext: "b", Name: "two"}); p.Refused() {
+		t.Fatalf("preflight after the move = %+v, want none", p.Refusals)
+	}
+}
