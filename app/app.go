@@ -25,6 +25,7 @@ import (
 	"github.com/corral-dev/corral/app/folders"
 	"github.com/corral-dev/corral/app/images"
 	"github.com/corral-dev/corral/app/instances"
+	"github.com/corral-dev/corral/app/move"
 	apppve "github.com/corral-dev/corral/app/pve"
 	"github.com/corral-dev/corral/app/tasks"
 	"github.com/corral-dev/corral/handlers/api"
@@ -48,6 +49,8 @@ type App struct {
 	Instances *instances.Service
 	// Folders is the folder tree and its bulk actions (ADR-0008).
 	Folders *folders.Service
+	// Move plans and runs cold moves between backends (ADR-0010).
+	Move    *move.Service
 	handler http.Handler
 	closers []func() error
 	cancel  context.CancelFunc
@@ -93,6 +96,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	a.Instances = instances.New(a.Fleet, a.Tasks, st, log,
 		instances.WithImages(&images.Resolver{Dir: filepath.Join(filepath.Dir(path), "images")}))
 	a.Folders = folders.New(st, a.Fleet, a.Tasks, a.Instances, folders.Options{})
+	a.Move = move.New(a.Fleet, a.Tasks, move.Options{Registry: st, Logger: log})
 	if err := a.buildAuth(); err != nil {
 		a.Close()
 		return nil, err
@@ -187,10 +191,10 @@ func (a *App) routes(assets *static.Assets) http.Handler {
 		api.MountHealth(r, api.HealthDeps{Store: a.Store})
 		r.Route("/api", func(r chi.Router) {
 			api.Mount(r, api.Deps{Instances: a.Instances, Fleet: a.Fleet, Tasks: a.Tasks, Log: a.log, Policy: a.policy, Audit: a.auditor, PVE: a.PVE,
-				Folders: a.Folders})
+				Folders: a.Folders, Move: a.Move})
 		})
 		ui.Mount(r, ui.Deps{Instances: a.Instances, Fleet: a.Fleet, Tasks: a.Tasks, Assets: assets, Log: a.log,
-			Policy: a.policy, Audit: a.auditor, Sessions: a.sessions, OIDC: a.oidc, PVE: a.PVE, Folders: a.Folders})
+			Policy: a.policy, Audit: a.auditor, Sessions: a.sessions, OIDC: a.oidc, PVE: a.PVE, Folders: a.Folders, Move: a.Move})
 	})
 	return r
 }

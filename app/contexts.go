@@ -83,7 +83,9 @@ func (a *App) addContexts(ctx context.Context, dataDir string) error {
 		specs[name] = uri
 	}
 	for name, uri := range specs {
-		b := libvirt.New(libvirt.Options{Context: name, URI: uri})
+		// DataDir holds the disks of domains Corral creates or imports (a
+		// move's destination); unused by test:/// and remote URIs.
+		b := libvirt.New(libvirt.Options{Context: name, URI: uri, DataDir: filepath.Join(dataDir, "libvirt", name)})
 		a.closers = append(a.closers, b.Close)
 		if err := a.Fleet.Add(b); err != nil {
 			return err

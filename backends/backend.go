@@ -205,7 +205,55 @@ type Exporter interface {
 // Importer is the receiving side of a cross-backend move: it creates an
 // instance from a disk image file on this host.
 type Importer interface {
+	// Import creates spec.Name with a copy of the image at diskPath, of
+	// format "qcow2" or "raw", converted to the backend's native format
+	// when it differs. The disk keeps its virtual size (or grows to
+	// spec.DiskMiB when that is larger); the source file is only read. A
+	// name in use is a Conflict; a failed import leaves nothing behind.
 	Import(ctx context.Context, spec Spec, diskPath, format string) (Instance, error)
+}
+
+// ImportChecker is implemented by importers whose ability to import
+// depends on their configuration (libvirt: a local URI with a data
+// directory). CanImport returns the refusal Import would give, or nil; a
+// move's preflight asks it so that it refuses up front.
+type ImportChecker interface {
+	CanImport() error
+}
+
+// Firmware names how a VM boots.
+type Firmware string
+
+// The firmwares. A backend that reports none boots BIOS.
+const (
+	FirmwareBIOS Firmware = "bios"
+	FirmwareUEFI Firmware = "uefi"
+)
+
+// Disk is the primary disk of an instance as a file on this host.
+type Disk struct {
+	Path       string   // absolute path of the image; read it, never write it
+	Format     string   // "qcow2" or "raw"
+	VirtualMiB int64    // the size the guest sees
+	Firmware   Firmware // how the instance boots
+	// InUse reports that the instance runs: Path must not be read until
+	// it is stopped (a disk read while the guest writes is torn).
+	InUse bool
+}
+
+// DiskSourcer is implemented by backends whose disks are files on this
+// host (local QEMU, libvirt on a local URI): the read side of a move,
+// which then needs no export copy. DiskSource describes the disk in any
+// state; only a stopped instance's disk may be read.
+type DiskSourcer interface {
+	DiskSource(ctx context.Context, ref InstanceRef) (Disk, error)
+}
+
+// FirmwareImporter is implemented by importers that can boot more than
+// BIOS; an Importer without it is BIOS-only, so a move of a UEFI guest
+// onto it is refused.
+type FirmwareImporter interface {
+	ImportFirmwares() []Firmware
 }
 
 // Migrator is implemented by backends that move a running instance between

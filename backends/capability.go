@@ -29,6 +29,7 @@ var Capabilities = []Capability{
 	capability[Cloner]("clone", "create a new instance from the same image"),
 	capability[Exporter]("export", "copy the disk with the backend's own tools"),
 	capability[Importer]("import", "choose another destination backend"),
+	capability[DiskSourcer]("disk source", "the move exports the disk to scratch space instead"),
 	capability[Migrator]("migrate", "use a cold move (corral move) instead"),
 	capability[Scaler]("scale", "stop the instance and change it with the backend's own tools"),
 	capability[Hotplugger]("hotplug", "stop the instance and attach the disk with the backend's own tools"),
@@ -72,6 +73,9 @@ func Clones(b Backend) (Cloner, error) { return As[Cloner](b, "clone") }
 
 // Exports returns b's Exporter or a refusal.
 func Exports(b Backend) (Exporter, error) { return As[Exporter](b, "export") }
+
+// Imports returns b's Importer or a refusal.
+func Imports(b Backend) (Importer, error) { return As[Importer](b, "import") }
 
 // Consoles returns b's ConsoleDialer or a refusal.
 func Consoles(b Backend) (ConsoleDialer, error) { return As[ConsoleDialer](b, "console") }

@@ -4,6 +4,7 @@
 set -euo pipefail
 pkgs=(
   libvirt0        # libvirt.so.0, dlopened by backends/libvirt (test:///default driver)
+  libvirt-daemon libvirt-daemon-driver-qemu  # hack/libvirtd.sh: a private libvirtd with the QEMU driver (backends/libvirt, app/move)
   qemu-system-x86 qemu-utils  # backends/qemu: real guests under TCG, qemu-img
   busybox-static xz-utils cpio file  # hack/build-guest.sh: the test guest's initramfs and kernel
   chromium        # the browser tests (driven by playwright-core)

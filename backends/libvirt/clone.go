@@ -2,6 +2,10 @@ package libvirt
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
 	"time"
 
 	"libvirt.org/go/libvirt"
@@ -15,9 +19,10 @@ import (
 // (libvirt assigns both when they are absent) and a new creation time;
 // tags and other tools' metadata are copied. Snapshots are not.
 //
-// On hypervisor URIs a domain with disks is refused: a copy that shared
-// its source's disk images would corrupt both, and copying images is
-// virt-clone's job until Corral does it.
+// On hypervisor URIs the disks Corral owns (those in DataDir) are copied
+// with qemu-img convert (internal snapshots are dropped); a domain with a
+// writable disk elsewhere is refused: a copy that shared its source's
+// images would corrupt both.
 func (b *Backend) Clone(ctx context.Context, ref backends.InstanceRef, target string) (backends.Instance, error) {
 	if err := backends.ValidateName("instance", target); err != nil {
 		return backends.Instance{}, err
@@ -42,9 +47,6 @@ func (b *Backend) Clone(ctx context.Context, ref backends.InstanceRef, target st
 	if err := def.Unmarshal(doc); err != nil {
 		return backends.Instance{}, b.fail("read", ref.Name, err)
 	}
-	if !b.test && hasDisks(&def) {
-		return backends.Instance{}, backends.Refuse(backends.KindLibvirt, "clone of libvirt domains with disks", "use virt-clone on the host")
-	}
 	c, err := b.acquire(ctx)
 	if err != nil {
 		return backends.Instance{}, err
@@ -53,15 +55,29 @@ func (b *Backend) Clone(ctx context.Context, ref backends.InstanceRef, target st
 	if err := b.nameFree(c, target); err != nil {
 		return backends.Instance{}, err
 	}
+	var copies []string
+	if !b.test && hasDisks(&def) {
+		if copies, err = b.copyDisks(ctx, &def, target); err != nil {
+			return backends.Instance{}, err
+		}
+	}
+	dropCopies := func() {
+		for _, p := range copies {
+			_ = removeDisk(p)
+		}
+	}
 	if err := b.rename(&def, target); err != nil {
+		dropCopies()
 		return backends.Instance{}, b.fail("clone", ref.Name, err)
 	}
 	out, err := def.Marshal()
 	if err != nil {
+		dropCopies()
 		return backends.Instance{}, b.fail("clone", ref.Name, err)
 	}
 	nd, err := c.DomainDefineXML(out)
 	if err != nil {
+		dropCopies()
 		return backends.Instance{}, b.fail("define the clone", target, err)
 	}
 	defer nd.Free()
@@ -87,6 +103,11 @@ func (b *Backend) rename(def *libvirtxml.Domain, name string) error {
 		for i := range def.Devices.Interfaces {
 			def.Devices.Interfaces[i].MAC = nil
 		}
+		for i := range def.Devices.Serials {
+			if l := def.Devices.Serials[i].Log; l != nil && b.serialLog(name) != "" {
+				l.File = b.serialLog(name)
+			}
+		}
 	}
 	m, err := readMeta(def.Metadata)
 	if err != nil {
@@ -108,4 +129,54 @@ func hasDisks(def *libvirtxml.Domain) bool {
 		}
 	}
 	return false
+}
+
+// copyDisks copies every writable disk of def into DataDir under target's
+// name and points def at the copies, which it returns. A disk Corral does
+// not own (outside DataDir) is refused before anything is copied.
+func (b *Backend) copyDisks(ctx context.Context, def *libvirtxml.Domain, target string) ([]string, error) {
+	owned := b.ownedDisks(def)
+	var idx []int
+	for i, d := range def.Devices.Disks {
+		if d.Device != "" && d.Device != "disk" && d.Device != "lun" {
+			continue
+		}
+		if d.Source == nil || d.Source.File == nil || !slices.Contains(owned, d.Source.File.File) {
+			return nil, backends.Refuse(backends.KindLibvirt, "clone of a domain with disks outside the data directory", "use virt-clone on the host")
+		}
+		idx = append(idx, i)
+	}
+	var copies []string
+	for n, i := range idx {
+		d := &def.Devices.Disks[i]
+		dst := filepath.Join(b.opts.DataDir, target+".qcow2")
+		if n > 0 {
+			dst = filepath.Join(b.opts.DataDir, fmt.Sprintf("%s-%d.qcow2", target, n))
+		}
+		if _, err := os.Stat(dst); err == nil {
+			err = backends.Conflictf("a disk for %s already exists in the data directory of context %s", target, b.opts.Context)
+			for _, p := range copies {
+				_ = removeDisk(p)
+			}
+			return nil, err
+		}
+		srcFmt := "qcow2"
+		if d.Driver != nil && d.Driver.Type != "" {
+			srcFmt = d.Driver.Type
+		}
+		if err := qemuImg(ctx, "convert", "-q", "-f", srcFmt, "-O", "qcow2", d.Source.File.File, dst); err != nil {
+			_ = removeDisk(dst)
+			for _, p := range copies {
+				_ = removeDisk(p)
+			}
+			return nil, backends.Failed(fmt.Sprintf("could not copy the disks of %s", target), err)
+		}
+		copies = append(copies, dst)
+		d.Source.File.File = dst
+		if d.Driver == nil {
+			d.Driver = &libvirtxml.DomainDiskDriver{Name: "qemu"}
+		}
+		d.Driver.Type = "qcow2"
+	}
+	return copies, nil
 }

@@ -130,12 +130,49 @@ func (b *Backend) domainXML(spec backends.Spec, disk string) (string, error) {
 				Target: &libvirtxml.DomainDiskTarget{Dev: "vda", Bus: "virtio"},
 			}}
 		}
+		if b.opts.Kernel != "" {
+			def.OS.Kernel, def.OS.Initrd, def.OS.Cmdline = b.opts.Kernel, b.opts.Initrd, b.opts.Append
+		}
+		// A serial port on a pty (virsh console reaches it) whose output
+		// qemu also writes to a log in DataDir, truncated on each start:
+		// what the guest printed is readable without a console client.
+		serial := libvirtxml.DomainSerial{
+			Source: &libvirtxml.DomainChardevSource{Pty: &libvirtxml.DomainChardevSourcePty{}},
+			Target: &libvirtxml.DomainSerialTarget{Port: new(uint)},
+		}
+		if p := b.serialLog(spec.Name); p != "" {
+			serial.Log = &libvirtxml.DomainChardevLog{File: p, Append: "off"}
+		}
+		def.Devices.Serials = []libvirtxml.DomainSerial{serial}
 	}
 	m := meta{Created: b.opts.Now().UTC().Format(time.RFC3339), Tags: spec.Tags}
 	if err := writeMeta(&def, m); err != nil {
 		return "", err
 	}
 	return def.Marshal()
+}
+
+// serialLog is the file new domain name's serial output goes to, or ""
+// without a DataDir.
+func (b *Backend) serialLog(name string) string {
+	if b.test || b.opts.DataDir == "" || backends.ValidateName("instance", name) != nil {
+		return ""
+	}
+	return filepath.Join(b.opts.DataDir, name+".serial.log")
+}
+
+// SerialLog returns the file holding the serial output of ref's current
+// boot (Corral-created domains only). Readiness checks wait for a marker
+// in it.
+func (b *Backend) SerialLog(ref backends.InstanceRef) (string, error) {
+	if _, err := b.Get(context.Background(), ref); err != nil {
+		return "", err
+	}
+	p := b.serialLog(ref.Name)
+	if p == "" {
+		return "", backends.NotFoundf("instance %s has no serial log in context %s", ref.Name, b.opts.Context)
+	}
+	return p, nil
 }
 
 // readDomain returns d's live definition.

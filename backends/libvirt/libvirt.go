@@ -46,6 +46,10 @@ type Options struct {
 	// DataDir is where disk images of new domains go for hypervisor URIs.
 	// It may be empty for test:/// URIs, whose driver has no storage.
 	DataDir string
+	// Kernel, Initrd and Append, when Kernel is set, make new domains boot
+	// that kernel directly instead of their disk (the tests' tiny guest,
+	// as the qemu backend's options of the same names).
+	Kernel, Initrd, Append string
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 }
@@ -315,6 +319,9 @@ func (b *Backend) Delete(ctx context.Context, ref backends.InstanceRef) error {
 		if err := removeDisk(p); err != nil {
 			return backends.Failed(fmt.Sprintf("deleted %s but could not remove its disk", ref.Name), err)
 		}
+	}
+	if p := b.serialLog(ref.Name); p != "" {
+		_ = removeDisk(p) // the serial log Corral asked for; gone with the domain
 	}
 	return nil
 }

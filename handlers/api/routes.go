@@ -13,6 +13,7 @@ import (
 	"github.com/corral-dev/corral/app/fleet"
 	"github.com/corral-dev/corral/app/folders"
 	"github.com/corral-dev/corral/app/instances"
+	"github.com/corral-dev/corral/app/move"
 	apppve "github.com/corral-dev/corral/app/pve"
 	"github.com/corral-dev/corral/app/tasks"
 	"github.com/corral-dev/corral/handlers/middleware"
@@ -32,6 +33,8 @@ type Deps struct {
 	PVE *apppve.Service
 	// Folders runs the folder tree and bulk actions (nil: those routes answer 404).
 	Folders *folders.Service
+	// Move plans and runs cold moves between backends (nil: those routes answer 404).
+	Move *move.Service
 }
 
 type handler struct {
@@ -88,6 +91,10 @@ func Mount(r chi.Router, d Deps) {
 	route(http.MethodPost, "/folders/members", auth.Admin, fa.memberAdd)
 	route(http.MethodDelete, "/folders/members", auth.Admin, fa.memberRemove)
 	route(http.MethodPost, "/folders/action", auth.Admin, fa.action)
+	mv := moveAPI{handler: h, svc: d.Move}
+	route(http.MethodGet, "/move/destinations", auth.Read, mv.destinations)
+	route(http.MethodPost, "/move/preflight", auth.Read, mv.preflight) // touches nothing
+	route(http.MethodPost, "/move", auth.Admin, mv.commit)
 	route(http.MethodGet, "/tasks/{id}", auth.Read, h.taskGet)
 	route(http.MethodGet, "/tasklog", auth.Read, h.taskLog)
 	// Unknown routes answer 404/405 in JSON, except to callers refused

@@ -14,6 +14,7 @@ import (
 	"github.com/corral-dev/corral/app/fleet"
 	"github.com/corral-dev/corral/app/folders"
 	"github.com/corral-dev/corral/app/instances"
+	"github.com/corral-dev/corral/app/move"
 	apppve "github.com/corral-dev/corral/app/pve"
 	"github.com/corral-dev/corral/app/tasks"
 	"github.com/corral-dev/corral/handlers/middleware"
@@ -40,6 +41,8 @@ type Deps struct {
 	// Folders runs the folder tree and bulk actions (nil: no folder tree,
 	// and the folder routes answer 404).
 	Folders *folders.Service
+	// Move plans and runs cold moves (nil: the move dialog is not offered).
+	Move *move.Service
 }
 
 // server holds the dependencies of every handler of the surface.
@@ -88,6 +91,8 @@ func Mount(r chi.Router, d Deps) {
 	// GET /vm/{ref} (the page), GET /vm/{ref}/delete (the confirmation,
 	// refused to non-admins by its handler), POST /vm/{ref}/{action} (a
 	// power action, or delete).
+	route(http.MethodPost, "/ui/move/preflight", auth.Read, s.movePreflight) // touches nothing
+	route(http.MethodPost, "/ui/move", auth.Admin, s.moveCommit)
 	route(http.MethodGet, "/vm/*", auth.Read, s.vmGet)
 	route(http.MethodPost, "/vm/*", auth.Admin, s.vmPost)
 }

@@ -34,6 +34,9 @@ func (s *server) vmShow(w http.ResponseWriter, r *http.Request, text string) err
 	sum := summary(in, s.hasConsoles(in.Ref))
 	sum.Admin = middleware.IdentityFrom(r.Context()).Admin
 	v := views.VM{Page: s.page(r.Context(), r, in.Ref.Name, frag), Summary: sum}
+	if sum.Admin {
+		v.Move = s.moveDialog(in.Ref)
+	}
 	return renderPage(w, r, http.StatusOK, views.VMPage(v), frag)
 }
 

@@ -1,0 +1,217 @@
+package libvirt
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+
+	"libvirt.org/go/libvirt"
+	"libvirt.org/go/libvirtxml"
+
+	"github.com/corral-dev/corral/backends"
+)
+
+var (
+	_ backends.Importer      = (*Backend)(nil)
+	_ backends.ImportChecker = (*Backend)(nil)
+	_ backends.DiskSourcer   = (*Backend)(nil)
+)
+
+// Import implements backends.Importer: the image at diskPath is converted
+// with qemu-img into a qcow2 (libvirt's usual format, and the one Corral's
+// domains use) in DataDir, and a BIOS domain is defined on it. Like Create
+// it needs a DataDir on this host, so a remote hypervisor URI is refused:
+// its daemon could not open a file written here.
+func (b *Backend) Import(ctx context.Context, spec backends.Spec, diskPath, format string) (backends.Instance, error) {
+	if err := backends.ValidateName("instance", spec.Name); err != nil {
+		return backends.Instance{}, err
+	}
+	if spec.Namespace != "" {
+		return backends.Instance{}, backends.Invalidf("libvirt has no namespaces: leave the namespace of %s empty", spec.Name)
+	}
+	if spec.Type == backends.TypeCT {
+		return backends.Instance{}, backends.Refuse(backends.KindLibvirt, "import of a container", "move VMs only")
+	}
+	if format != "qcow2" && format != "raw" {
+		return backends.Instance{}, backends.Invalidf("import format %q is not accepted: use qcow2 or raw", format)
+	}
+	if err := b.CanImport(); err != nil {
+		return backends.Instance{}, err
+	}
+	virt, err := imageSize(ctx, diskPath, format)
+	if err != nil {
+		return backends.Instance{}, backends.Invalidf("the image to import cannot be read as %s: give a qcow2 or raw file", format)
+	}
+	c, err := b.acquire(ctx)
+	if err != nil {
+		return backends.Instance{}, err
+	}
+	defer release(c)
+	if err := b.nameFree(c, spec.Name); err != nil {
+		return backends.Instance{}, err
+	}
+	disk := filepath.Join(b.opts.DataDir, spec.Name+".qcow2")
+	if _, err := os.Stat(disk); err == nil {
+		return backends.Instance{}, backends.Conflictf("a disk for %s already exists in the data directory of context %s", spec.Name, b.opts.Context)
+	}
+	if err := os.MkdirAll(b.opts.DataDir, 0o750); err != nil {
+		return backends.Instance{}, backends.Failed(fmt.Sprintf("could not prepare the data directory of context %s", b.opts.Context), err)
+	}
+	if err := qemuImg(ctx, "convert", "-q", "-f", format, "-O", "qcow2", diskPath, disk); err != nil {
+		_ = removeDisk(disk)
+		return backends.Instance{}, backends.Failed(fmt.Sprintf("could not copy the disk of %s", spec.Name), err)
+	}
+	if want := spec.DiskMiB << 20; want > virt {
+		if err := qemuImg(ctx, "resize", "-q", "-f", "qcow2", disk, fmt.Sprintf("%dM", spec.DiskMiB)); err != nil {
+			_ = removeDisk(disk)
+			return backends.Instance{}, backends.Failed(fmt.Sprintf("could not grow the disk of %s", spec.Name), err)
+		}
+	}
+	start := spec.Start
+	spec.Start = false
+	doc, err := b.domainXML(spec, disk)
+	if err != nil {
+		_ = removeDisk(disk)
+		return backends.Instance{}, b.fail("describe", spec.Name, err)
+	}
+	d, err := c.DomainDefineXML(doc)
+	if err != nil {
+		_ = removeDisk(disk)
+		return backends.Instance{}, b.fail("define", spec.Name, err)
+	}
+	defer d.Free()
+	if start {
+		if err := d.Create(); err != nil {
+			return backends.Instance{}, b.fail("start the imported instance", spec.Name, err)
+		}
+	}
+	in, err := b.instance(d)
+	if err != nil {
+		return backends.Instance{}, b.fail("read", spec.Name, err)
+	}
+	return in, nil
+}
+
+// CanImport implements backends.ImportChecker: the test driver has no
+// storage, a remote daemon could not open a file written here, and the
+// disk needs a DataDir.
+func (b *Backend) CanImport() error {
+	switch {
+	case b.test:
+		return backends.Refuse(backends.KindLibvirt, "import", "the test driver has no storage: import into a qemu:/// context")
+	case !b.local():
+		return backends.Refuse(backends.KindLibvirt, "import onto a remote hypervisor", "use a context with a local URI (qemu:///system)")
+	case b.opts.DataDir == "":
+		return backends.Refuse(backends.KindLibvirt, "import", fmt.Sprintf("configure a data directory for context %s so imported disks have a place", b.opts.Context))
+	}
+	return nil
+}
+
+// DiskSource implements backends.DiskSourcer: the first file disk of a
+// domain (InUse while it is not shut off). It is refused on a remote URI, whose files are not on
+// this host (qemu-img would fail there with a baffling "no such file"),
+// and for a domain whose disk is not a file (a network or block disk).
+func (b *Backend) DiskSource(ctx context.Context, ref backends.InstanceRef) (backends.Disk, error) {
+	if b.test {
+		return backends.Disk{}, backends.Refuse(backends.KindLibvirt, "disk source", "the test driver has no disk files")
+	}
+	if !b.local() {
+		return backends.Disk{}, backends.Refuse(backends.KindLibvirt, "move from a remote hypervisor", "use a context with a local URI: Corral reads the disk file")
+	}
+	d, err := b.lookup(ctx, ref)
+	if err != nil {
+		return backends.Disk{}, err
+	}
+	defer d.Free()
+	st, _, err := d.GetState()
+	if err != nil {
+		return backends.Disk{}, b.fail("read", ref.Name, err)
+	}
+	doc, err := d.GetXMLDesc(libvirt.DOMAIN_XML_INACTIVE)
+	if err != nil {
+		return backends.Disk{}, b.fail("read", ref.Name, err)
+	}
+	var def libvirtxml.Domain
+	if err := def.Unmarshal(doc); err != nil {
+		return backends.Disk{}, b.fail("read", ref.Name, err)
+	}
+	var path string
+	if def.Devices != nil {
+		for _, dk := range def.Devices.Disks {
+			if (dk.Device == "" || dk.Device == "disk") && dk.Source != nil && dk.Source.File != nil {
+				path = dk.Source.File.File
+				break
+			}
+		}
+	}
+	if path == "" {
+		return backends.Disk{}, backends.Refuse(backends.KindLibvirt, "move of a domain without a file disk", "copy its storage with the hypervisor's own tools")
+	}
+	ii, err := imageInfo(ctx, path)
+	if err != nil {
+		return backends.Disk{}, backends.Failed(fmt.Sprintf("could not read the disk of %s", ref.Name), err)
+	}
+	fw := backends.FirmwareBIOS
+	if def.OS != nil && (def.OS.Firmware == "efi" || def.OS.Loader != nil && def.OS.Loader.Type == "pflash") {
+		fw = backends.FirmwareUEFI
+	}
+	return backends.Disk{Path: path, Format: ii.Format, VirtualMiB: (ii.VirtualSize + 1<<20 - 1) >> 20, Firmware: fw,
+		InUse: stateOf(st) != backends.StateStopped}, nil
+}
+
+// local reports whether the URI names a hypervisor on this host: no host
+// part, or a unix transport (qemu:///system, qemu+unix:///system?socket=).
+func (b *Backend) local() bool {
+	u, err := url.Parse(b.opts.URI)
+	return err == nil && (u.Host == "" || u.Host == "localhost")
+}
+
+type imgInfo struct {
+	Format      string `json:"format"`
+	VirtualSize int64  `json:"virtual-size"`
+}
+
+// imageInfo reads an image's format and size with qemu-img info.
+func imageInfo(ctx context.Context, path string) (imgInfo, error) {
+	// -U: a running guest holds the image locked; only its format and
+	// size are read, which the guest does not change.
+	out, err := exec.CommandContext(ctx, "qemu-img", "info", "-U", "--output=json", path).Output()
+	if err != nil {
+		return imgInfo{}, fmt.Errorf("qemu-img info: %w", err)
+	}
+	var ii imgInfo
+	if err := json.Unmarshal(out, &ii); err != nil {
+		return imgInfo{}, fmt.Errorf("qemu-img info: %w", err)
+	}
+	return ii, nil
+}
+
+// imageSize returns the virtual size of path, which must be of format.
+func imageSize(ctx context.Context, path, format string) (int64, error) {
+	if st, err := os.Stat(path); err != nil || !st.Mode().IsRegular() {
+		return 0, fmt.Errorf("libvirt: %s is not a file", path)
+	}
+	ii, err := imageInfo(ctx, path)
+	if err != nil {
+		return 0, err
+	}
+	if ii.Format != format {
+		return 0, fmt.Errorf("libvirt: %s is %s, not %s", path, ii.Format, format)
+	}
+	return ii.VirtualSize, nil
+}
+
+// qemuImg runs qemu-img; its stderr names host paths, so it is only ever
+// a cause.
+func qemuImg(ctx context.Context, args ...string) error {
+	out, err := exec.CommandContext(ctx, "qemu-img", args...).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("qemu-img %s: %w: %s", args[0], err, bytes.TrimSpace(out))
+	}
+	return nil
+}
