@@ -26,6 +26,7 @@ import (
 	"github.com/corral-dev/corral/app/images"
 	"github.com/corral-dev/corral/app/instances"
 	apppve "github.com/corral-dev/corral/app/pve"
+	"github.com/corral-dev/corral/app/schedule"
 	"github.com/corral-dev/corral/app/tasks"
 	"github.com/corral-dev/corral/handlers/api"
 	"github.com/corral-dev/corral/handlers/console"
@@ -46,6 +47,8 @@ type App struct {
 	Fleet     *fleet.Fleet
 	Tasks     *tasks.Manager
 	Instances *instances.Service
+	// Schedules are the power and snapshot schedules and their tick.
+	Schedules *schedule.Service
 	handler   http.Handler
 	closers   []func() error
 	cancel    context.CancelFunc
@@ -90,6 +93,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	}
 	a.Instances = instances.New(a.Fleet, a.Tasks, st, log,
 		instances.WithImages(&images.Resolver{Dir: filepath.Join(filepath.Dir(path), "images")}))
+	a.buildSchedules()
 	if err := a.buildAuth(); err != nil {
 		a.Close()
 		return nil, err
@@ -201,6 +205,7 @@ func (a *App) Start(ctx context.Context) {
 	ctx, cancel := context.WithCancel(ctx)
 	a.cancel = cancel
 	go a.Fleet.Run(ctx)
+	go a.runSchedules(ctx)
 	if a.sessions != nil {
 		go a.expireSessions(ctx, 10*time.Minute)
 	}

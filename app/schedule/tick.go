@@ -306,7 +306,7 @@ func summarize(results []memberResult) (string, string, error) {
 		}
 	}
 	msg := strings.Join(parts, ", ")
-	if len(results) == 1 {
+	if len(results) == 1 && results[0].message != "" {
 		msg = results[0].message
 	}
 	switch {

@@ -473,3 +473,31 @@ func TestTwoTickersFireOnce(t *testing.T) {
 		t.Fatalf("fired %d times", total.Load())
 	}
 }
+
+// TestRunLoop: the serve loop waits for the next interval boundary of the
+// injected clock, then ticks at the clock's instant.
+func TestRunLoop(t *testing.T) {
+	waits := make(chan time.Duration)
+	fire := make(chan time.Time)
+	ticked := make(chan []schedule.Fired)
+	e := newEnv(t, schedule.Options{
+		After:  func(d time.Duration) <-chan time.Time { waits <- d; return fire },
+		OnTick: func(f []schedule.Fired) { ticked <- f },
+	}, sim.New(sim.Options{Context: "lab", Size: 5}))
+	sc := e.create(t, schedule.Request{Ref: labRunning, Kind: "power", Action: "stop", Cron: "0 9 * * *", TZ: "Europe/Berlin"})
+	e.clock.Set(at(8, 59).Add(50 * time.Second))
+	ctx, cancel := context.WithCancel(e.ctx)
+	done := make(chan struct{})
+	go func() { e.svc.Run(ctx, 30*time.Second); close(done) }()
+	if d := <-waits; d != 10*time.Second {
+		t.Fatalf("first wait = %v, want 10s to the next :00 or :30", d)
+	}
+	e.clock.Set(at(9, 0))
+	fire <- at(9, 0)
+	if fired := <-ticked; len(fired) != 1 || fired[0].ID != sc.ID || fired[0].Result != schedule.ResultOK {
+		t.Fatalf("loop tick fired %+v", fired)
+	}
+	<-waits
+	cancel()
+	<-done
+}
