@@ -188,7 +188,7 @@ func (a *App) routes(assets *static.Assets) http.Handler {
 		api.MountHealth(r, api.HealthDeps{Store: a.Store})
 		r.Route("/api", func(r chi.Router) {
 			api.Mount(r, api.Deps{Instances: a.Instances, Fleet: a.Fleet, Tasks: a.Tasks, Log: a.log, Policy: a.policy, Audit: a.auditor, PVE: a.PVE,
-				Folders: folders.New(a.Store, a.Fleet, a.Tasks, a.Instances, folders.Options{})})
+				Folders: folders.New(a.Store, a.Fleet, a.Tasks, a.Instances, folders.Options{}), Schedules: a.Schedules})
 		})
 		ui.Mount(r, ui.Deps{Instances: a.Instances, Fleet: a.Fleet, Tasks: a.Tasks, Assets: assets, Log: a.log,
 			Policy: a.policy, Audit: a.auditor, Sessions: a.sessions, OIDC: a.oidc, PVE: a.PVE})

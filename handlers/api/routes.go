@@ -14,6 +14,7 @@ import (
 	"github.com/corral-dev/corral/app/folders"
 	"github.com/corral-dev/corral/app/instances"
 	apppve "github.com/corral-dev/corral/app/pve"
+	"github.com/corral-dev/corral/app/schedule"
 	"github.com/corral-dev/corral/app/tasks"
 	"github.com/corral-dev/corral/handlers/middleware"
 )
@@ -32,6 +33,8 @@ type Deps struct {
 	PVE *apppve.Service
 	// Folders runs the folder tree and bulk actions (nil: those routes answer 404).
 	Folders *folders.Service
+	// Schedules manages power and snapshot schedules (nil: those routes answer 404).
+	Schedules *schedule.Service
 }
 
 type handler struct {
@@ -88,6 +91,13 @@ func Mount(r chi.Router, d Deps) {
 	route(http.MethodPost, "/folders/members", auth.Admin, fa.memberAdd)
 	route(http.MethodDelete, "/folders/members", auth.Admin, fa.memberRemove)
 	route(http.MethodPost, "/folders/action", auth.Admin, fa.action)
+	sa := scheduleAPI{handler: h, svc: d.Schedules}
+	route(http.MethodGet, "/schedules", auth.Read, sa.list)
+	route(http.MethodPost, "/schedules", auth.Admin, sa.create)
+	route(http.MethodGet, "/schedules/{id}", auth.Read, sa.get)
+	route(http.MethodDelete, "/schedules/{id}", auth.Admin, sa.delete)
+	route(http.MethodPost, "/schedules/{id}/enable", auth.Admin, sa.enable(true))
+	route(http.MethodPost, "/schedules/{id}/disable", auth.Admin, sa.enable(false))
 	route(http.MethodGet, "/tasks/{id}", auth.Read, h.taskGet)
 	route(http.MethodGet, "/tasklog", auth.Read, h.taskLog)
 	// Unknown routes answer 404/405 in JSON, except to callers refused
