@@ -1,9 +1,11 @@
 package schedule_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -14,9 +16,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/corral-dev/corral/app/fleet"
@@ -155,6 +160,99 @@ func TestInClusterCronJob(t *testing.T) {
 	}
 	if list, _ := svc.List(ctx); len(list) != 1 {
 		t.Errorf("schedules after a failed in-cluster create: %d, want 1", len(list))
+	}
+}
+
+// TestInClusterRBAC: the ClusterRole of deploy/kubernetes/rbac.yaml lets
+// Corral's ServiceAccount make and delete an in-cluster schedule's
+// CronJob, ServiceAccount, Role and RoleBinding (the API server's
+// escalation check included), and a ServiceAccount without it is a 403.
+func TestInClusterRBAC(t *testing.T) {
+	path := requireKube(t)
+	ctx := context.Background()
+	cfg, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc := kubernetes.NewForConfigOrDie(cfg)
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	suffix := hex.EncodeToString(b[:])
+	ns := "corral-rbac-" + suffix
+	if _, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { kc.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}) })
+
+	// The ClusterRole as deploy/kubernetes/rbac.yaml has it, bound under a
+	// name of this test's own to a ServiceAccount of this test's own.
+	data, err := os.ReadFile("../../deploy/kubernetes/rbac.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var role rbacv1.ClusterRole
+	dec := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	for {
+		var doc map[string]any
+		if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if doc["kind"] == "ClusterRole" {
+			j, _ := json.Marshal(doc)
+			if err := json.Unmarshal(j, &role); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if len(role.Rules) == 0 {
+		t.Fatal("deploy/kubernetes/rbac.yaml has no ClusterRole")
+	}
+	role.ObjectMeta = metav1.ObjectMeta{Name: "corral-sched-" + suffix}
+	if _, err := kc.RbacV1().ClusterRoles().Create(ctx, &role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	sa := "corral-" + suffix
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role.Name},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: "corral"}}}
+	if _, err := kc.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		kc.RbacV1().ClusterRoleBindings().Delete(context.Background(), role.Name, metav1.DeleteOptions{})
+		kc.RbacV1().ClusterRoles().Delete(context.Background(), role.Name, metav1.DeleteOptions{})
+	})
+	as := func(user string) *schedule.KubeCronJobs {
+		c := rest.CopyConfig(cfg)
+		c.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: []string{"system:serviceaccounts", "system:authenticated"}}
+		k := kubernetes.NewForConfigOrDie(c)
+		return &schedule.KubeCronJobs{Clients: func(string) (kubernetes.Interface, error) { return k, nil }}
+	}
+	sc := store.Schedule{ID: 7, TargetKind: schedule.TargetInstance, Kind: schedule.KindPower, Action: "stop", Cron: "0 19 * * 1-5", TZ: "Europe/Berlin", Enabled: true}
+	ref := backends.InstanceRef{Backend: backends.KindKubeVirt, Context: "test", Namespace: ns, Name: "web"}
+
+	err = as("system:serviceaccount:corral:nobody").Apply(ctx, sc, ref)
+	if !errors.Is(err, backends.ErrForbidden) {
+		t.Fatalf("without the binding: %v, want Forbidden", err)
+	}
+	k := as("system:serviceaccount:corral:" + sa)
+	if err := k.Apply(ctx, sc, ref); err != nil {
+		t.Fatalf("Apply as Corral's ServiceAccount: %v", err)
+	}
+	sc.Enabled = false
+	if err := k.Apply(ctx, sc, ref); err != nil {
+		t.Fatalf("Apply (suspend) as Corral's ServiceAccount: %v", err)
+	}
+	if cj, err := kc.BatchV1().CronJobs(ns).Get(ctx, schedule.CronJobName(7), metav1.GetOptions{}); err != nil || !*cj.Spec.Suspend {
+		t.Fatalf("after the update: %v", err)
+	}
+	if err := k.Delete(ctx, sc, ref); err != nil {
+		t.Fatalf("Delete as Corral's ServiceAccount: %v", err)
+	}
+	if _, err := kc.BatchV1().CronJobs(ns).Get(ctx, schedule.CronJobName(7), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("after Delete: %v", err)
 	}
 }
 
