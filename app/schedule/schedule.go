@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/corral-dev/corral/app/fleet"
@@ -121,6 +122,27 @@ type Service struct {
 	instances Instances
 	opts      Options
 	log       *slog.Logger
+
+	zonesMu sync.Mutex
+	zones   map[string]*time.Location // time.LoadLocation reads tzdata from disk on every call
+}
+
+// zone returns LoadZone(name), cached.
+func (s *Service) zone(name string) (*time.Location, error) {
+	s.zonesMu.Lock()
+	defer s.zonesMu.Unlock()
+	if loc, ok := s.zones[name]; ok {
+		return loc, nil
+	}
+	loc, err := LoadZone(name)
+	if err != nil {
+		return nil, err
+	}
+	if s.zones == nil {
+		s.zones = map[string]*time.Location{}
+	}
+	s.zones[name] = loc
+	return loc, nil
 }
 
 // New returns a Service.
@@ -187,7 +209,7 @@ func (s *Service) List(ctx context.Context) ([]Schedule, error) {
 	now := s.opts.Now()
 	out := make([]Schedule, 0, len(list))
 	for _, sc := range list {
-		out = append(out, Schedule{Schedule: sc, Next: next(sc, now)})
+		out = append(out, Schedule{Schedule: sc, Next: s.next(sc, now)})
 	}
 	return out, nil
 }
@@ -201,15 +223,15 @@ func (s *Service) Get(ctx context.Context, id int64) (Schedule, error) {
 	if err != nil {
 		return Schedule{}, err
 	}
-	return Schedule{Schedule: sc, Next: next(sc, s.opts.Now())}, nil
+	return Schedule{Schedule: sc, Next: s.next(sc, s.opts.Now())}, nil
 }
 
-func next(sc store.Schedule, now time.Time) time.Time {
+func (s *Service) next(sc store.Schedule, now time.Time) time.Time {
 	if !sc.Enabled {
 		return time.Time{}
 	}
 	c, err1 := ParseCron(sc.Cron)
-	loc, err2 := LoadZone(sc.TZ)
+	loc, err2 := s.zone(sc.TZ)
 	if err1 != nil || err2 != nil {
 		return time.Time{}
 	}

@@ -72,7 +72,7 @@ func (s *Service) Tick(ctx context.Context, now time.Time) ([]Fired, error) {
 		c, err := ParseCron(sc.Cron)
 		var loc *time.Location
 		if err == nil {
-			loc, err = LoadZone(sc.TZ)
+			loc, err = s.zone(sc.TZ)
 		}
 		if err != nil {
 			// Validated at create; a zone removed from the host's tzdata
@@ -82,6 +82,12 @@ func (s *Service) Tick(ctx context.Context, now time.Time) ([]Fired, error) {
 			continue
 		}
 		latest, missed := dueIn(c, loc, from, now, s.opts.Grace)
+		if latest.IsZero() && missed.IsZero() {
+			// Nothing in the window: leaving the evaluation where it is
+			// changes nothing (the next window starts there and holds no
+			// boundary before now) and saves a write per schedule per tick.
+			continue
+		}
 		ok, err := s.store.ClaimSchedule(ctx, sc.ID, sc.EvaluatedAt, now)
 		if err != nil {
 			s.log.Error("schedule: claim failed", "id", sc.ID, "err", err)

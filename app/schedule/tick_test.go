@@ -50,7 +50,7 @@ type env struct {
 	opts  schedule.Options
 }
 
-func newEnv(t *testing.T, opts schedule.Options, sims ...*sim.Backend) *env {
+func newEnv(t testing.TB, opts schedule.Options, sims ...*sim.Backend) *env {
 	t.Helper()
 	ctx := context.Background()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
