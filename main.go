@@ -44,6 +44,8 @@ commands:
   context add proxmox NAME URL USER@REALM!TOKENID [--insecure]
                               the token's secret is read from CORRAL_PROXMOX_SECRET
   context rm BACKEND NAME
+  schedule tick|list|add|rm|enable|disable
+                              power and snapshot schedules (corral schedule for details)
   audit verify                check the audit log's hash chain
   doctor [serve flags]        run every context's diagnostics
   pve token create USER@REALM TOKENID
@@ -98,6 +100,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return doctorCmd(ctx, args[1:], out)
 	case "pve":
 		return pveCmd(ctx, args[1:], out)
+	case "schedule":
+		return scheduleCmd(ctx, args[1:], out)
 	case "help", "-h", "--help":
 		fmt.Fprint(out, usage)
 		return nil

@@ -27,6 +27,7 @@ import (
 	"github.com/corral-dev/corral/app/instances"
 	"github.com/corral-dev/corral/app/move"
 	apppve "github.com/corral-dev/corral/app/pve"
+	"github.com/corral-dev/corral/app/schedule"
 	"github.com/corral-dev/corral/app/tasks"
 	"github.com/corral-dev/corral/handlers/api"
 	"github.com/corral-dev/corral/handlers/console"
@@ -50,10 +51,12 @@ type App struct {
 	// Folders is the folder tree and its bulk actions (ADR-0008).
 	Folders *folders.Service
 	// Move plans and runs cold moves between backends (ADR-0010).
-	Move    *move.Service
-	handler http.Handler
-	closers []func() error
-	cancel  context.CancelFunc
+	Move *move.Service
+	// Schedules are the power and snapshot schedules and their tick.
+	Schedules *schedule.Service
+	handler   http.Handler
+	closers   []func() error
+	cancel    context.CancelFunc
 
 	// Identity and access (see app/auth and docs/security.md).
 	policy   *auth.Policy
@@ -97,6 +100,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		instances.WithImages(&images.Resolver{Dir: filepath.Join(filepath.Dir(path), "images")}))
 	a.Folders = folders.New(st, a.Fleet, a.Tasks, a.Instances, folders.Options{})
 	a.Move = move.New(a.Fleet, a.Tasks, move.Options{Registry: st, Logger: log})
+	a.buildSchedules()
 	if err := a.buildAuth(); err != nil {
 		a.Close()
 		return nil, err
@@ -191,10 +195,11 @@ func (a *App) routes(assets *static.Assets) http.Handler {
 		api.MountHealth(r, api.HealthDeps{Store: a.Store})
 		r.Route("/api", func(r chi.Router) {
 			api.Mount(r, api.Deps{Instances: a.Instances, Fleet: a.Fleet, Tasks: a.Tasks, Log: a.log, Policy: a.policy, Audit: a.auditor, PVE: a.PVE,
-				Folders: a.Folders, Move: a.Move})
+				Folders: a.Folders, Move: a.Move, Schedules: a.Schedules})
 		})
 		ui.Mount(r, ui.Deps{Instances: a.Instances, Fleet: a.Fleet, Tasks: a.Tasks, Assets: assets, Log: a.log,
-			Policy: a.policy, Audit: a.auditor, Sessions: a.sessions, OIDC: a.oidc, PVE: a.PVE, Folders: a.Folders, Move: a.Move})
+			Policy: a.policy, Audit: a.auditor, Sessions: a.sessions, OIDC: a.oidc, PVE: a.PVE,
+			Folders: a.Folders, Move: a.Move, Schedules: a.Schedules})
 	})
 	return r
 }
@@ -208,6 +213,7 @@ func (a *App) Start(ctx context.Context) {
 	ctx, cancel := context.WithCancel(ctx)
 	a.cancel = cancel
 	go a.Fleet.Run(ctx)
+	go a.runSchedules(ctx)
 	if a.sessions != nil {
 		go a.expireSessions(ctx, 10*time.Minute)
 	}

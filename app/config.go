@@ -34,6 +34,12 @@ type Config struct {
 	RefreshInterval time.Duration
 	ContextTimeout  time.Duration
 	Logger          *slog.Logger
+	// ScheduleTick is how often `corral serve` evaluates the schedules;
+	// 0 disables the loop (a systemd timer runs `corral schedule tick`).
+	ScheduleTick time.Duration
+	// SchedulerImage is the image of in-cluster schedules' CronJobs;
+	// empty means schedule.DefaultImage.
+	SchedulerImage string
 	// Auth is identity and access: the admin allowlist, auth-required,
 	// trusted proxies, tailscaled, OIDC sign-in and the peer token.
 	Auth auth.Config
@@ -94,6 +100,9 @@ func ParseServe(args []string, getenv func(string) string) (Config, error) {
 	fs.Var(&libvirt, "libvirt", "add a libvirt context `NAME=URI`, e.g. test=test:///default (repeatable; env CORRAL_LIBVIRT)")
 	fs.DurationVar(&cfg.RefreshInterval, "refresh", 0, "refresh the inventory every `DURATION` (default 10s)")
 	fs.DurationVar(&cfg.ContextTimeout, "context-timeout", 0, "give each context `DURATION` to answer (default 8s)")
+	if err := scheduleFlags(fs, &cfg, getenv); err != nil {
+		return cfg, err
+	}
 	ac, err := auth.FromEnv(getenv)
 	if err != nil {
 		return cfg, err

@@ -29,6 +29,9 @@ type Result struct {
 	Outcome string // OutcomeOK, OutcomeFailed or OutcomeSkipped
 	Message string // safe to show; why it failed or was skipped
 	Task    string // the member's task, when one ran
+	// Err is the cause of a failure, for callers that classify it (the
+	// schedule tick retries an unreachable context); never shown.
+	Err error
 }
 
 // Selection is what a bulk action runs on: the members of Path and its
@@ -151,7 +154,7 @@ func (s *Service) fanOut(ctx context.Context, o tasks.Origin, refs []string, act
 			}
 			results[i].Task = t.ID
 			if err != nil {
-				results[i].Outcome, results[i].Message = OutcomeFailed, failure(err, t)
+				results[i].Outcome, results[i].Message, results[i].Err = OutcomeFailed, failure(err, t), err
 				return
 			}
 			results[i].Outcome = OutcomeOK

@@ -15,6 +15,7 @@ import (
 	"github.com/corral-dev/corral/app/instances"
 	"github.com/corral-dev/corral/app/move"
 	apppve "github.com/corral-dev/corral/app/pve"
+	"github.com/corral-dev/corral/app/schedule"
 	"github.com/corral-dev/corral/app/tasks"
 	"github.com/corral-dev/corral/handlers/middleware"
 )
@@ -35,6 +36,8 @@ type Deps struct {
 	Folders *folders.Service
 	// Move plans and runs cold moves between backends (nil: those routes answer 404).
 	Move *move.Service
+	// Schedules manages power and snapshot schedules (nil: those routes answer 404).
+	Schedules *schedule.Service
 }
 
 type handler struct {
@@ -95,6 +98,13 @@ func Mount(r chi.Router, d Deps) {
 	route(http.MethodGet, "/move/destinations", auth.Read, mv.destinations)
 	route(http.MethodPost, "/move/preflight", auth.Read, mv.preflight) // touches nothing
 	route(http.MethodPost, "/move", auth.Admin, mv.commit)
+	sa := scheduleAPI{handler: h, svc: d.Schedules}
+	route(http.MethodGet, "/schedules", auth.Read, sa.list)
+	route(http.MethodPost, "/schedules", auth.Admin, sa.create)
+	route(http.MethodGet, "/schedules/{id}", auth.Read, sa.get)
+	route(http.MethodDelete, "/schedules/{id}", auth.Admin, sa.delete)
+	route(http.MethodPost, "/schedules/{id}/enable", auth.Admin, sa.enable(true))
+	route(http.MethodPost, "/schedules/{id}/disable", auth.Admin, sa.enable(false))
 	route(http.MethodGet, "/tasks/{id}", auth.Read, h.taskGet)
 	route(http.MethodGet, "/tasklog", auth.Read, h.taskLog)
 	// Unknown routes answer 404/405 in JSON, except to callers refused

@@ -16,6 +16,7 @@ import (
 	"github.com/corral-dev/corral/app/instances"
 	"github.com/corral-dev/corral/app/move"
 	apppve "github.com/corral-dev/corral/app/pve"
+	"github.com/corral-dev/corral/app/schedule"
 	"github.com/corral-dev/corral/app/tasks"
 	"github.com/corral-dev/corral/handlers/middleware"
 	"github.com/corral-dev/corral/static"
@@ -43,6 +44,8 @@ type Deps struct {
 	Folders *folders.Service
 	// Move plans and runs cold moves (nil: the move dialog is not offered).
 	Move *move.Service
+	// Schedules manages power and snapshot schedules (nil: those pages answer 404).
+	Schedules *schedule.Service
 }
 
 // server holds the dependencies of every handler of the surface.
@@ -87,6 +90,9 @@ func Mount(r chi.Router, d Deps) {
 	route(http.MethodGet, "/pve-tokens", auth.Privileged, s.pveTokens)
 	route(http.MethodPost, "/pve-tokens", auth.Admin, s.pveTokenCreate)
 	route(http.MethodPost, "/pve-tokens/revoke", auth.Admin, s.pveTokenRevoke)
+	route(http.MethodGet, "/schedules", auth.Read, s.schedules)
+	route(http.MethodPost, "/schedules", auth.Admin, s.scheduleCreate)
+	route(http.MethodPost, "/schedules/{id}/{op}", auth.Admin, s.scheduleChange) // enable, disable, delete
 	// Canonical refs contain slashes, so /vm/ takes the rest of the path:
 	// GET /vm/{ref} (the page), GET /vm/{ref}/delete (the confirmation,
 	// refused to non-admins by its handler), POST /vm/{ref}/{action} (a
