@@ -115,6 +115,29 @@ func (b *Backend) Create(ctx context.Context, spec backends.Spec) (backends.Inst
 
 func (s source) containerDisk() bool { return s.image != "" }
 
+// CheckPVC reports whether the PVC name exists in namespace (empty: the
+// backend's default namespace), so a VM can boot from it: an Invalid
+// error naming it when it does not. Callers use it to refuse a create at
+// once rather than in its task.
+func (b *Backend) CheckPVC(ctx context.Context, namespace, name string) error {
+	_, err := b.getPVC(ctx, cmp.Or(namespace, b.opts.Namespace), name)
+	return err
+}
+
+func (b *Backend) getPVC(ctx context.Context, ns, name string) (*corev1.PersistentVolumeClaim, error) {
+	if err := backends.ValidateName("pvc", name); err != nil {
+		return nil, err
+	}
+	pvc, err := b.kube.CoreV1().PersistentVolumeClaims(ns).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) && !isNamespaceMissing(err) {
+		return nil, backends.Invalidf("pvc %s does not exist in namespace %s of context %s: name an existing PVC, or give an image", name, ns, b.opts.Context)
+	}
+	if err != nil {
+		return nil, b.fail("read", "PVC "+ns+"/"+name, err)
+	}
+	return pvc, nil
+}
+
 // pvcSource checks that the PVC spec names exists in ns: a VM made from
 // a PVC boots from that volume as it is (no DataVolume, no copy), and
 // Delete keeps it, since Corral did not make it.
@@ -122,15 +145,9 @@ func (b *Backend) pvcSource(ctx context.Context, spec backends.Spec, ns string) 
 	if spec.Image != "" {
 		return source{}, backends.Invalidf("give either an image or a pvc as the source of VM %s, not both", spec.Name)
 	}
-	if err := backends.ValidateName("pvc", spec.PVC); err != nil {
-		return source{}, err
-	}
-	pvc, err := b.kube.CoreV1().PersistentVolumeClaims(ns).Get(ctx, spec.PVC, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) && !isNamespaceMissing(err) {
-		return source{}, backends.Invalidf("pvc %s does not exist in namespace %s of context %s: name an existing PVC, or give an image", spec.PVC, ns, b.opts.Context)
-	}
+	pvc, err := b.getPVC(ctx, ns, spec.PVC)
 	if err != nil {
-		return source{}, b.fail("read the PVC of", "VM "+ns+"/"+spec.Name, err)
+		return source{}, err
 	}
 	src := source{pvc: pvc.Name}
 	if q, ok := pvc.Spec.Resources.Requests[corev1.ResourceStorage]; ok {
