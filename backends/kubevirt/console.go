@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/httpstream"
@@ -126,11 +127,15 @@ func (b *Backend) DialConsole(ctx context.Context, ref backends.InstanceRef, kin
 		theirs.Close()
 		return nil, b.fail("open the console of", what, ctx.Err())
 	}
+	ended := make(chan struct{})
 	go func() { // the bridge's dial context no longer bounds the stream
-		<-done
+		if err := <-done; err != nil && sctx.Err() == nil {
+			b.opts.Logger.Info("kubevirt: a CT console ended", "ct", ref.String(), "err", err)
+		}
 		cancel()
+		close(ended)
 	}()
-	return &execConn{Conn: theirs, cancel: cancel}, nil
+	return &execConn{Conn: theirs, cancel: cancel, ended: ended}, nil
 }
 
 // firstRead signals ready on its first Read: the executors read stdin
@@ -150,9 +155,22 @@ func (f *firstRead) Read(p []byte) (int, error) {
 type execConn struct {
 	net.Conn
 	cancel context.CancelFunc
+	ended  chan struct{}
 }
 
+// execCloseWait is how long Close lets the shell see the end of its input
+// and the stream end cleanly before it is cut.
+const execCloseWait = 2 * time.Second
+
+// Close ends the shell's stdin (the executor then closes its side of the
+// stream, and the kubelet ends the exec), waits a moment for the stream
+// to end, then cuts it.
 func (c *execConn) Close() error {
+	err := c.Conn.Close()
+	select {
+	case <-c.ended:
+	case <-time.After(execCloseWait):
+	}
 	c.cancel()
-	return c.Conn.Close()
+	return err
 }
