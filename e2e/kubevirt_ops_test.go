@@ -35,10 +35,11 @@ var (
 // kvServer is the whole server with the test API server's context, and
 // clients for the test to play KubeVirt's controllers with.
 type kvServer struct {
-	srv *httptest.Server
-	dyn dynamic.Interface
-	ns  string
-	key string // the KubeVirt context's key
+	srv  *httptest.Server
+	dyn  dynamic.Interface
+	kube kubernetes.Interface
+	ns   string
+	key  string // the KubeVirt context's key
 }
 
 func newKVServer(t *testing.T) *kvServer {
@@ -54,7 +55,7 @@ func newKVServer(t *testing.T) *kvServer {
 		t.Fatal(err)
 	}
 	kube := kubernetes.NewForConfigOrDie(cfg)
-	k := &kvServer{dyn: dynamic.NewForConfigOrDie(cfg), ns: fmt.Sprintf("corral-ops-%d", time.Now().UnixNano()%1e6)}
+	k := &kvServer{dyn: dynamic.NewForConfigOrDie(cfg), kube: kube, ns: fmt.Sprintf("corral-ops-%d", time.Now().UnixNano()%1e6)}
 	if _, err := kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: k.ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

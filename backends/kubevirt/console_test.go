@@ -2,152 +2,18 @@ package kubevirt_test
 
 import (
 	"bytes"
-	"encoding/json"
+	"context"
 	"net"
-	"net/http"
-	"net/http/httptest"
-	"net/url"
 	"slices"
-	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/httpstream"
-	"k8s.io/apimachinery/pkg/util/httpstream/spdy"
 
 	"github.com/corral-dev/corral/backends"
+	"github.com/corral-dev/corral/backends/kubevirt/kubelettest"
 )
-
-// fakeKubelet serves the kubelet's exec endpoint
-// (/exec/NAMESPACE/POD/CONTAINER?command=...) over TLS with the stream
-// protocol the API server speaks to kubelets: SPDY with the
-// channel.k8s.io subprotocols (the API server translates a client's
-// WebSocket into it). It plays a shell that greets, then echoes every
-// input as "echo:INPUT", and reports success on the error stream when
-// stdin ends.
-type fakeKubelet struct {
-	srv *httptest.Server
-	mu  sync.Mutex
-	// what the API server sent: the path and the query of each exec
-	paths   []string
-	queries []url.Values
-	proto   string
-	ends    int // execs whose stdin ended (the console closed) and that reported success
-}
-
-func startFakeKubelet(t *testing.T) *fakeKubelet {
-	k := &fakeKubelet{}
-	k.srv = httptest.NewTLSServer(k)
-	t.Cleanup(k.srv.Close)
-	return k
-}
-
-func (k *fakeKubelet) port() int32 {
-	_, p, _ := net.SplitHostPort(k.srv.Listener.Addr().String())
-	n, _ := strconv.Atoi(p)
-	return int32(n)
-}
-
-func (k *fakeKubelet) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	proto, err := httpstream.Handshake(r, w, []string{"v5.channel.k8s.io", "v4.channel.k8s.io"})
-	k.mu.Lock()
-	k.paths = append(k.paths, r.URL.Path)
-	k.queries = append(k.queries, r.URL.Query())
-	k.proto = proto
-	k.mu.Unlock()
-	if err != nil {
-		return // Handshake answered
-	}
-	type streamReply struct {
-		s     httpstream.Stream
-		reply <-chan struct{}
-	}
-	ch := make(chan streamReply, 8)
-	conn := spdy.NewResponseUpgrader().UpgradeResponse(w, r, func(s httpstream.Stream, reply <-chan struct{}) error {
-		ch <- streamReply{s, reply}
-		return nil
-	})
-	if conn == nil {
-		return
-	}
-	defer conn.Close()
-	streams := map[string]httpstream.Stream{}
-	timeout := time.After(20 * time.Second)
-	for streams["error"] == nil || streams["stdin"] == nil || streams["stdout"] == nil {
-		select {
-		case sr := <-ch:
-			<-sr.reply
-			streams[sr.s.Headers().Get(corev1.StreamType)] = sr.s
-		case <-timeout:
-			return
-		}
-	}
-	stdout := streams["stdout"]
-	if _, err := stdout.Write([]byte("ct$ ")); err != nil {
-		return
-	}
-	buf := make([]byte, 4096)
-	for {
-		n, err := streams["stdin"].Read(buf)
-		if n > 0 {
-			if _, werr := stdout.Write(append([]byte("echo:"), buf[:n]...)); werr != nil {
-				return
-			}
-		}
-		if err != nil {
-			break
-		}
-	}
-	k.mu.Lock()
-	k.ends++
-	k.mu.Unlock()
-	st, _ := json.Marshal(metav1.Status{Status: metav1.StatusSuccess})
-	_, _ = streams["error"].Write(st)
-	stdout.Close()
-	streams["error"].Close()
-}
-
-func (k *fakeKubelet) last() (string, url.Values) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	if len(k.paths) == 0 {
-		return "", nil
-	}
-	return k.paths[len(k.paths)-1], k.queries[len(k.queries)-1]
-}
-
-// registerNode makes a Node whose kubelet is k: its InternalIP is
-// 127.0.0.1 and its kubelet port k's. The API server dials it for exec
-// without checking its certificate (no --kubelet-certificate-authority).
-func (e *env) registerNode(t *testing.T, name string, k *fakeKubelet) {
-	t.Helper()
-	ctx := ctxT(t)
-	node, err := e.kube.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = e.kube.CoreV1().Nodes().Delete(ctxT(t), name, metav1.DeleteOptions{}) })
-	node.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}}
-	node.Status.DaemonEndpoints.KubeletEndpoint.Port = k.port()
-	node.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
-	if _, err := e.kube.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// bind plays the scheduler and the kubelet: the pod goes to node and runs.
-func (e *env) bind(t *testing.T, pod, node string) {
-	t.Helper()
-	b := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: pod}, Target: corev1.ObjectReference{Kind: "Node", Name: node}}
-	if err := e.kube.CoreV1().Pods(e.ns).Bind(ctxT(t), b, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("bind %s to %s: %v", pod, node, err)
-	}
-	e.setPodPhase(t, pod, corev1.PodRunning)
-}
 
 // readUntil reads c until what it read contains want.
 func readUntil(t *testing.T, c net.Conn, want string) string {
@@ -173,9 +39,13 @@ func TestContainerConsoleExec(t *testing.T) {
 	e := newEnv(t)
 	b := e.backend(t)
 	ctx := ctxT(t)
-	k := startFakeKubelet(t)
+	k := kubelettest.Start()
+	t.Cleanup(k.Close)
 	node := e.ns + "-kubelet"
-	e.registerNode(t, node, k)
+	if err := k.RegisterNode(ctx, e.kube, node); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = e.kube.CoreV1().Nodes().Delete(context.Background(), node, metav1.DeleteOptions{}) })
 
 	for i, privileged := range []bool{false, true} {
 		name := map[bool]string{false: "plain", true: "distro"}[privileged]
@@ -190,7 +60,9 @@ func TestContainerConsoleExec(t *testing.T) {
 		_, err = b.DialConsole(ctx, ct.Ref, backends.ConsoleSerial)
 		wantKind(t, "dial a CT that is not running", err, backends.ErrConflict)
 
-		e.bind(t, name, node)
+		if err := kubelettest.Run(ctx, e.kube, e.ns, name, node); err != nil {
+			t.Fatal(err)
+		}
 		if kinds, err := b.Consoles(ctx, ct.Ref); err != nil || !slices.Equal(kinds, []backends.ConsoleKind{backends.ConsoleSerial}) {
 			t.Fatalf("%s running: Consoles = %v, %v; want [serial]", name, kinds, err)
 		}
@@ -201,13 +73,14 @@ func TestContainerConsoleExec(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: DialConsole: %v", name, err)
 		}
-		readUntil(t, c, "ct$ ")
+		readUntil(t, c, kubelettest.Prompt)
 		if _, err := c.Write([]byte("uname -a\n")); err != nil {
 			t.Fatal(err)
 		}
 		readUntil(t, c, "echo:uname -a\n")
 
-		path, q := k.last()
+		execs := k.Execs()
+		path, q := execs[len(execs)-1].Path, execs[len(execs)-1].Query
 		if want := "/exec/" + e.ns + "/" + name + "/ct"; path != want {
 			t.Errorf("%s: kubelet asked for %s, want %s", name, path, want)
 		}
@@ -226,15 +99,11 @@ func TestContainerConsoleExec(t *testing.T) {
 			t.Errorf("close: %v", err)
 		}
 		// Close ends the shell's input, and the exec ends cleanly.
-		k.mu.Lock()
-		if k.ends != i+1 {
-			t.Errorf("%s: after Close the kubelet saw %d ended execs, want %d", name, k.ends, i+1)
+		if n := k.Ends(); n != i+1 {
+			t.Errorf("%s: after Close the kubelet saw %d ended execs, want %d", name, n, i+1)
 		}
-		k.mu.Unlock()
 	}
-	k.mu.Lock()
-	t.Logf("kubelet stream protocol negotiated by the API server: %s", k.proto)
-	k.mu.Unlock()
+	t.Logf("kubelet stream protocol negotiated by the API server: %s", k.Protocol())
 
 	// A VM's console is refused with a remedy.
 	vm, err := b.Create(ctx, backends.Spec{Name: "vm1", Namespace: e.ns, Image: "quay.io/containerdisks/fedora:42"})
