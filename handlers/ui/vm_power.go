@@ -50,7 +50,11 @@ func (s *server) vmPower(w http.ResponseWriter, r *http.Request, text, action st
 	}
 	sum := summary(in, s.hasConsoles(in.Ref))
 	sum.Admin = middleware.IdentityFrom(r.Context()).Admin
-	sum.Notice = actionLabels[backends.Action(t.Action)] + ": done."
+	label := actionLabels[backends.Action(t.Action)]
+	if in.Type == backends.TypeCT {
+		label = ctActionLabels[backends.Action(t.Action)]
+	}
+	sum.Notice = label + ": done."
 	w.Header().Set("HX-Trigger", tasksChanged)
 	return renderPage(w, r, http.StatusOK, views.SummaryView(sum), "")
 }
