@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -40,33 +41,15 @@ func (b *Backend) Scale(ctx context.Context, ref backends.InstanceRef, cpus int,
 	if cpus < 1 || cpus > 512 || memoryMiB < 16 {
 		return backends.Invalidf("scale to %d CPU and %d MiB is out of range: accepted are 1 to 512 CPUs and at least 16 MiB", cpus, memoryMiB)
 	}
-	vm, vmi, err := b.getVM(ctx, ref)
-	if err != nil {
-		if _, _, ok := b.asCT(ctx, ref, err); ok {
-			return backends.Refuse(backends.KindKubeVirt, "scale", "a container's CPU and memory limits are fixed when its pod is made; create a new CT with the size you need")
-		}
+	var restart bool
+	err := retryConflict(func() (err error) {
+		restart, err = b.scaleOrHalt(ctx, ref, cpus, memoryMiB)
+		return err
+	})
+	if err != nil || !restart {
 		return err
 	}
 	what := "VM " + ref.Namespace + "/" + ref.Name
-	if it := str(vm.Object, "spec", "instancetype", "name"); it != "" {
-		return backends.Refuse(backends.KindKubeVirt, "scale", fmt.Sprintf("%s takes its size from the instancetype %s: point it at another instancetype", what, it))
-	}
-	domain, _, _ := unstructured.NestedMap(vm.Object, "spec", "template", "spec", "domain")
-	st := state(vm.Object, vmi)
-	if st == backends.StateStarting || st == backends.StateStopping {
-		return backends.Conflictf("%s is %s; scale it once it has settled", what, st)
-	}
-	running := vmi != nil && (st == backends.StateRunning || st == backends.StatePaused)
-	if !running {
-		return b.patchSize(ctx, vm, domain, cpus, memoryMiB, false)
-	}
-	if hotpluggable(domain, vmi, cpus, memoryMiB) {
-		return b.patchSize(ctx, vm, domain, cpus, memoryMiB, true)
-	}
-	b.opts.Logger.Info("kubevirt: scaling a running VM by stopping it", "vm", ref.String())
-	if err := b.patchRunStrategy(ctx, vm, runHalted); err != nil {
-		return err
-	}
 	wctx, cancel := context.WithTimeout(ctx, b.opts.Wait)
 	defer cancel()
 	for {
@@ -83,19 +66,67 @@ func (b *Backend) Scale(ctx context.Context, ref backends.InstanceRef, cpus int,
 		case <-time.After(300 * time.Millisecond):
 		}
 	}
-	fresh, _, err := b.getVM(ctx, ref)
+	err = retryConflict(func() error {
+		fresh, _, err := b.getVM(ctx, ref)
+		if err != nil {
+			return err
+		}
+		domain, _, _ := unstructured.NestedMap(fresh.Object, "spec", "template", "spec", "domain")
+		return b.patchSize(ctx, fresh, domain, cpus, memoryMiB, false)
+	})
 	if err != nil {
-		return err
-	}
-	domain, _, _ = unstructured.NestedMap(fresh.Object, "spec", "template", "spec", "domain")
-	if err := b.patchSize(ctx, fresh, domain, cpus, memoryMiB, false); err != nil {
 		return fmt.Errorf("%w (%s is left stopped)", err, what)
 	}
-	fresh, _, err = b.getVM(ctx, ref)
-	if err != nil {
-		return err
+	return retryConflict(func() error {
+		fresh, _, err := b.getVM(ctx, ref)
+		if err != nil {
+			return err
+		}
+		return b.patchRunStrategy(ctx, fresh, runAlways)
+	})
+}
+
+// retryConflict runs fn again, up to three times in all, while it fails
+// with a stale resourceVersion: KubeVirt's controllers write a VM's status
+// often, and each fn decides on a fresh read.
+func retryConflict(fn func() error) error {
+	for attempt := 1; ; attempt++ {
+		err := fn()
+		if !apierrors.IsConflict(err) || attempt == 3 {
+			return err
+		}
 	}
-	return b.patchRunStrategy(ctx, fresh, runAlways)
+}
+
+// scaleOrHalt reads the VM and patches its size when it is stopped or can
+// take the size live; otherwise it stops it and reports restart, and
+// Scale finishes the change once the VMI is gone.
+func (b *Backend) scaleOrHalt(ctx context.Context, ref backends.InstanceRef, cpus int, memoryMiB int64) (restart bool, err error) {
+	vm, vmi, err := b.getVM(ctx, ref)
+	if err != nil {
+		if _, _, ok := b.asCT(ctx, ref, err); ok {
+			return false, backends.Refuse(backends.KindKubeVirt, "scale", "a container's CPU and memory limits are fixed when its pod is made; create a new CT with the size you need")
+		}
+		return false, err
+	}
+	what := "VM " + ref.Namespace + "/" + ref.Name
+	if it := str(vm.Object, "spec", "instancetype", "name"); it != "" {
+		return false, backends.Refuse(backends.KindKubeVirt, "scale", fmt.Sprintf("%s takes its size from the instancetype %s: point it at another instancetype", what, it))
+	}
+	domain, _, _ := unstructured.NestedMap(vm.Object, "spec", "template", "spec", "domain")
+	st := state(vm.Object, vmi)
+	if st == backends.StateStarting || st == backends.StateStopping {
+		return false, backends.Conflictf("%s is %s; scale it once it has settled", what, st)
+	}
+	running := vmi != nil && (st == backends.StateRunning || st == backends.StatePaused)
+	if !running {
+		return false, b.patchSize(ctx, vm, domain, cpus, memoryMiB, false)
+	}
+	if hotpluggable(domain, vmi, cpus, memoryMiB) {
+		return false, b.patchSize(ctx, vm, domain, cpus, memoryMiB, true)
+	}
+	b.opts.Logger.Info("kubevirt: scaling a running VM by stopping it", "vm", ref.String())
+	return true, b.patchRunStrategy(ctx, vm, runHalted)
 }
 
 // hotpluggable reports whether a running VM can take the new size live:

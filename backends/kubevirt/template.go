@@ -25,6 +25,10 @@ func isTemplate(labels map[string]string) bool { return labels[labelTemplate] ==
 // Conflict: a template must not be running, and Power refuses to start
 // one. CTs are refused: they are not cloned.
 func (b *Backend) SetTemplate(ctx context.Context, ref backends.InstanceRef, on bool) error {
+	return retryConflict(func() error { return b.setTemplate(ctx, ref, on) })
+}
+
+func (b *Backend) setTemplate(ctx context.Context, ref backends.InstanceRef, on bool) error {
 	vm, vmi, err := b.getVM(ctx, ref)
 	if err != nil {
 		if _, _, ok := b.asCT(ctx, ref, err); ok {
