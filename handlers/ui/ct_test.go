@@ -35,7 +35,15 @@ type ctBackend struct {
 	state backends.State
 }
 
-var ctRef = backends.InstanceRef{Backend: backends.KindKubeVirt, Context: "k", Namespace: "ns", Name: "box"}
+var (
+	ctRef = backends.InstanceRef{Backend: backends.KindKubeVirt, Context: "k", Namespace: "ns", Name: "box"}
+	// vmRef is a running VM whose console the backend refuses.
+	vmRef = backends.InstanceRef{Backend: backends.KindKubeVirt, Context: "k", Namespace: "ns", Name: "vm"}
+)
+
+func vmInst() backends.Instance {
+	return backends.Instance{Ref: vmRef, Type: backends.TypeVM, State: backends.StateRunning, CPUs: 1, MemoryMiB: 512}
+}
 
 func (b *ctBackend) Kind() backends.Kind { return backends.KindKubeVirt }
 func (b *ctBackend) Context() string     { return "k" }
@@ -46,15 +54,18 @@ func (b *ctBackend) inst() backends.Instance {
 func (b *ctBackend) List(context.Context) ([]backends.Instance, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return []backends.Instance{b.inst()}, nil
+	return []backends.Instance{b.inst(), vmInst()}, nil
 }
 func (b *ctBackend) Get(_ context.Context, ref backends.InstanceRef) (backends.Instance, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if ref != ctRef {
-		return backends.Instance{}, backends.NotFoundf("no %s", ref)
+	switch ref {
+	case ctRef:
+		return b.inst(), nil
+	case vmRef:
+		return vmInst(), nil
 	}
-	return b.inst(), nil
+	return backends.Instance{}, backends.NotFoundf("no %s", ref)
 }
 func (b *ctBackend) Create(context.Context, backends.Spec) (backends.Instance, error) {
 	return backends.Instance{}, backends.Invalidf("not here")
@@ -75,7 +86,10 @@ func (b *ctBackend) Power(_ context.Context, _ backends.InstanceRef, a backends.
 	return nil
 }
 func (b *ctBackend) Delete(context.Context, backends.InstanceRef) error { return nil }
-func (b *ctBackend) Consoles(context.Context, backends.InstanceRef) ([]backends.ConsoleKind, error) {
+func (b *ctBackend) Consoles(_ context.Context, ref backends.InstanceRef) ([]backends.ConsoleKind, error) {
+	if ref == vmRef {
+		return nil, backends.Refuse(backends.KindKubeVirt, "console", "use virtctl")
+	}
 	return []backends.ConsoleKind{backends.ConsoleSerial}, nil
 }
 func (b *ctBackend) DialConsole(context.Context, backends.InstanceRef, backends.ConsoleKind) (net.Conn, error) {
@@ -171,5 +185,15 @@ func TestCTPage(t *testing.T) {
 	d = doc(t, e.get(page+"/delete", ""), http.StatusOK)
 	if d.Find(testid("confirm-delete")).Length() != 1 {
 		t.Errorf("the delete confirmation of a CT is missing")
+	}
+
+	// A running VM whose backend refuses its console gets no console link
+	// (and keeps the VM's actions).
+	d = doc(t, e.get("/vm/"+vmRef.String(), ""), http.StatusOK)
+	if d.Find(testid("action-console")).Length() != 0 || d.Find(testid("ct-note")).Length() != 0 {
+		t.Errorf("a VM whose console is refused shows a console link or the CT note")
+	}
+	if got := texts(d, testid("actions")+" button"); !slices.Contains(got, "Pause") {
+		t.Errorf("the VM's actions %q lost pause", got)
 	}
 }

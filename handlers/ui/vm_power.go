@@ -48,7 +48,7 @@ func (s *server) vmPower(w http.ResponseWriter, r *http.Request, text, action st
 	if err != nil {
 		return err
 	}
-	sum := summary(in, s.hasConsoles(in.Ref))
+	sum := summary(in, s.hasConsoles(r.Context(), in))
 	sum.Admin = middleware.IdentityFrom(r.Context()).Admin
 	label := actionLabels[backends.Action(t.Action)]
 	if in.Type == backends.TypeCT {

@@ -1,6 +1,7 @@
 package ui
 
 import (
+	"context"
 	"net/http"
 	"slices"
 	"strconv"
@@ -32,7 +33,7 @@ func (s *server) vmShow(w http.ResponseWriter, r *http.Request, text string) err
 		return err
 	}
 	frag := fragmentFor(r, "summary", "summary")
-	sum := summary(in, s.hasConsoles(in.Ref))
+	sum := summary(in, s.hasConsoles(r.Context(), in))
 	sum.Admin = middleware.IdentityFrom(r.Context()).Admin
 	v := views.VM{Page: s.page(r.Context(), r, in.Ref.Name, frag), Summary: sum}
 	return renderPage(w, r, http.StatusOK, views.VMPage(v), frag)
@@ -133,10 +134,26 @@ func orDash(s string) string {
 	return s
 }
 
-// hasConsoles reports whether the backend of ref offers consoles.
-func (s *server) hasConsoles(ref backends.InstanceRef) bool {
-	b, err := s.Fleet.Backend(ref)
-	return err == nil && backends.Supports[backends.ConsoleDialer](b)
+// hasConsoles reports whether the running instance offers a console now,
+// asking its backend: a backend may have consoles for some instances and
+// not others (KubeVirt: a CT's shell, not yet a VM's screen), and a link
+// to a refusal helps nobody.
+func (s *server) hasConsoles(ctx context.Context, in backends.Instance) bool {
+	if in.State != backends.StateRunning {
+		return false
+	}
+	b, err := s.Fleet.Backend(in.Ref)
+	if err != nil {
+		return false
+	}
+	d, ok := b.(backends.ConsoleDialer)
+	if !ok {
+		return false
+	}
+	cctx, cancel := s.Fleet.CallContext(ctx)
+	defer cancel()
+	kinds, err := d.Consoles(cctx, in.Ref)
+	return err == nil && len(kinds) > 0
 }
 
 // sizeOrDash formats MiB, or a dash when the backend does not report the
