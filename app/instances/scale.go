@@ -4,11 +4,15 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/corral-dev/corral/app/tasks"
 	"github.com/corral-dev/corral/backends"
 	"github.com/corral-dev/corral/store"
 )
+
+// scaleTimeout bounds one scale, a restart included.
+const scaleTimeout = 10 * time.Minute
 
 // ScaleRequest is a new size; a field left zero or empty keeps the
 // instance's current value.
@@ -58,9 +62,12 @@ func (s *Service) Scale(ctx context.Context, o tasks.Origin, text string, req Sc
 		if cur.State == backends.StateRunning {
 			r.Logf("%s is running: the backend hotplugs when it can, else it restarts the instance", ref)
 		}
-		// A restart waits for the guest to stop: the task's context, not
-		// the per-call timeout, bounds it.
-		if err := sc.Scale(ctx, ref, cpus, mem); err != nil {
+		// A restart waits for the guest to stop: not the per-call timeout,
+		// and not the caller's request either (a client that goes away
+		// must not leave the instance stopped half-way).
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), scaleTimeout)
+		defer cancel()
+		if err := sc.Scale(sctx, ref, cpus, mem); err != nil {
 			return err
 		}
 		r.Logf("scaled to %s", fmt.Sprintf("%d CPU, %s", cpus, backends.FormatMiB(mem, 0)))

@@ -75,7 +75,18 @@ func (b *Backend) Scale(ctx context.Context, ref backends.InstanceRef, cpus int,
 		return b.patchSize(ctx, fresh, domain, cpus, memoryMiB, false)
 	})
 	if err != nil {
-		return fmt.Errorf("%w (%s is left stopped)", err, what)
+		// Undo the stop rather than leave a half-done change: start it
+		// again at its old size, and report why the new one was not taken.
+		if serr := retryConflict(func() error {
+			fresh, _, gerr := b.getVM(ctx, ref)
+			if gerr != nil {
+				return gerr
+			}
+			return b.patchRunStrategy(ctx, fresh, runAlways)
+		}); serr != nil {
+			return fmt.Errorf("%w (%s is left stopped: %w)", err, what, serr)
+		}
+		return err
 	}
 	return retryConflict(func() error {
 		fresh, _, err := b.getVM(ctx, ref)
