@@ -65,6 +65,9 @@ type Instance struct {
 	Node      string
 	Tags      []string
 	Created   time.Time
+	// Template reports that the instance is marked as a template (see
+	// Templater): it is cloned, never started.
+	Template bool
 	// Facts are backend-specific details for the instance's page, e.g.
 	// the accelerator a local VM runs under or how to reach it by SSH.
 	Facts []Fact
@@ -88,7 +91,10 @@ type Spec struct {
 	// Image names the source: a catalog entry, a path or a URL, as the
 	// backend understands it. Empty means a blank disk.
 	Image string
-	Tags  []string
+	// PVC names an existing volume (a Kubernetes PVC) to boot from
+	// instead of Image; backends without such volumes refuse it.
+	PVC  string
+	Tags []string
 	// Start asks the backend to start the instance once created.
 	Start bool
 	// CloudInit, when set, asks for a first-boot configuration (a NoCloud
@@ -257,14 +263,35 @@ type FirmwareImporter interface {
 }
 
 // Migrator is implemented by backends that move a running instance between
-// nodes of the same context.
+// nodes of the same context. Migrate asks for the migration and returns
+// once the backend has accepted it, so a refusal (not running: Conflict;
+// not migratable: Unsupported with a remedy) comes back at once; the
+// returned Migration then follows it to its end. An empty targetNode lets
+// the backend's scheduler choose.
 type Migrator interface {
-	Migrate(ctx context.Context, ref InstanceRef, targetNode string) error
+	Migrate(ctx context.Context, ref InstanceRef, targetNode string) (Migration, error)
+}
+
+// Migration is a migration the backend accepted.
+type Migration interface {
+	// Name names the migration as the backend knows it.
+	Name() string
+	// Wait blocks until the migration ends: nil when it succeeded, an
+	// error of kind Failed when it failed. phase, when not nil, receives
+	// each phase the backend reports, in order.
+	Wait(ctx context.Context, phase func(string)) error
 }
 
 // Scaler is implemented by backends that change CPU and memory.
 type Scaler interface {
 	Scale(ctx context.Context, ref InstanceRef, cpus int, memoryMiB int64) error
+}
+
+// Templater is implemented by backends that mark an instance as a
+// template: a template is never started (Power start is refused with a
+// remedy), only cloned. Marking a running instance is a Conflict.
+type Templater interface {
+	SetTemplate(ctx context.Context, ref InstanceRef, on bool) error
 }
 
 // Hotplugger is implemented by backends that add and remove disks.

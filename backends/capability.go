@@ -32,6 +32,7 @@ var Capabilities = []Capability{
 	capability[DiskSourcer]("disk source", "the move exports the disk to scratch space instead"),
 	capability[Migrator]("migrate", "use a cold move (corral move) instead"),
 	capability[Scaler]("scale", "stop the instance and change it with the backend's own tools"),
+	capability[Templater]("template", "clone the instance instead and keep the original stopped"),
 	capability[Hotplugger]("hotplug", "stop the instance and attach the disk with the backend's own tools"),
 	capability[Tagger]("tag", "use folders, which work on every backend"),
 	capability[ConsoleDialer]("console", "connect with the backend's own console client"),

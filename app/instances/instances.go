@@ -142,6 +142,13 @@ func (s *Service) Delete(ctx context.Context, o tasks.Origin, text string) (stor
 	return t, err
 }
 
+// pvcChecker is implemented by backends that boot VMs from existing PVCs
+// (KubeVirt): Create asks it before the task starts, so a PVC that does
+// not exist is a 400 naming it rather than a failed task.
+type pvcChecker interface {
+	CheckPVC(ctx context.Context, namespace, name string) error
+}
+
 // CreateRequest is what a caller asks for. Sizes are text as typed.
 type CreateRequest struct {
 	Context   string // context key, e.g. "libvirt/test"; optional with one context
@@ -151,8 +158,11 @@ type CreateRequest struct {
 	Memory    string // default 1Gi
 	Disk      string // default 10Gi
 	Image     string
-	Tags      []string
-	Start     bool
+	// PVC names an existing PVC to boot from instead of Image (KubeVirt
+	// contexts only).
+	PVC   string
+	Tags  []string
+	Start bool
 	// SSHKey is an authorized key for the default user; UserData replaces
 	// the generated cloud-init user-data. A password is always generated
 	// and kept in the registry.
@@ -170,9 +180,23 @@ func (s *Service) Create(ctx context.Context, o tasks.Origin, req CreateRequest)
 		return store.Task{}, backends.InstanceRef{}, s.tasks.Refused(ctx, spec, err)
 	}
 	b := s.pickContext(req.Context)
+	if bs.PVC != "" && b.Kind() != backends.KindKubeVirt {
+		return store.Task{}, backends.InstanceRef{}, s.tasks.Refused(ctx, spec, backends.Refuse(b.Kind(), "create from a PVC", "PVCs exist on KubeVirt contexts only; give an image"))
+	}
+	if pc, ok := b.(pvcChecker); ok && bs.PVC != "" {
+		cctx, cancel := s.fleet.CallContext(ctx)
+		err := pc.CheckPVC(cctx, bs.Namespace, bs.PVC)
+		cancel()
+		if err != nil {
+			return store.Task{}, backends.InstanceRef{}, s.tasks.Refused(ctx, spec, err)
+		}
+	}
 	ref := backends.InstanceRef{Backend: b.Kind(), Context: b.Context(), Namespace: bs.Namespace, Name: bs.Name}
 	spec.Target = ref.String()
 	t, err := s.tasks.Start(ctx, spec, func(ctx context.Context, r *tasks.Run) error {
+		if bs.PVC != "" {
+			r.Logf("boot from the existing PVC %s", bs.PVC)
+		}
 		r.Logf("create %s: %d CPU, %s memory, %s disk", ref, bs.CPUs, backends.FormatMiB(bs.MemoryMiB, 0), backends.FormatMiB(bs.DiskMiB, 0))
 		if src.Remote() {
 			path, err := s.fetch(ctx, r, src)
@@ -233,7 +257,10 @@ func (s *Service) validate(req CreateRequest) (backends.Spec, images.Source, err
 	if req.Name == "" {
 		errs = append(errs, "name is required")
 	}
-	spec := backends.Spec{Name: req.Name, Namespace: req.Namespace, Type: backends.TypeVM, CPUs: req.CPUs, Image: req.Image, Tags: req.Tags, Start: req.Start}
+	spec := backends.Spec{Name: req.Name, Namespace: req.Namespace, Type: backends.TypeVM, CPUs: req.CPUs, Image: req.Image, PVC: strings.TrimSpace(req.PVC), Tags: req.Tags, Start: req.Start}
+	if spec.PVC != "" && req.Image != "" {
+		errs = append(errs, "give one source: image or pvc, not both")
+	}
 	errs = append(errs, s.validateResources(&spec, req.CPUs, req.Memory, req.Disk, req.Context)...)
 	if req.Image != "" && s.images != nil {
 		var err error

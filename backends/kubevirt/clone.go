@@ -49,7 +49,7 @@ func (b *Backend) Clone(ctx context.Context, ref backends.InstanceRef, target st
 		"spec": obj{
 			"source":       vmRef(ref.Name),
 			"target":       vmRef(target),
-			"labelFilters": []any{"*", "!" + labelVMID},
+			"labelFilters": []any{"*", "!" + labelVMID, "!" + labelTemplate}, // a template's clone is an ordinary VM
 		},
 	}}
 	what := "the clone of VM " + ref.Namespace + "/" + ref.Name + " into " + target

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -31,9 +32,11 @@ var ociRef = regexp.MustCompile(`^(localhost|[a-z0-9-]+(\.[a-z0-9-]+)+|[a-z0-9.-
 
 // source is how the root disk of a new VM is made.
 type source struct {
-	image string // an OCI image (a containerdisk), booted directly
-	url   string // an http(s) image CDI imports into a DataVolume
-	blank bool   // an empty DataVolume
+	image  string // an OCI image (a containerdisk), booted directly
+	url    string // an http(s) image CDI imports into a DataVolume
+	blank  bool   // an empty DataVolume
+	pvc    string // an existing PVC the VM boots from, kept when the VM is deleted
+	pvcMiB int64  // its requested size
 }
 
 func parseSource(image string) (source, error) {
@@ -75,6 +78,11 @@ func (b *Backend) Create(ctx context.Context, spec backends.Spec) (backends.Inst
 	if err != nil {
 		return backends.Instance{}, err
 	}
+	if spec.PVC != "" {
+		if src, err = b.pvcSource(ctx, spec, ns); err != nil {
+			return backends.Instance{}, err
+		}
+	}
 	vm := b.vmObject(spec, ns, src)
 	created, err := b.dyn.Resource(gvrVM).Namespace(ns).Create(ctx, vm, metav1.CreateOptions{FieldManager: fieldManager})
 	what := "VM " + ns + "/" + spec.Name
@@ -88,7 +96,7 @@ func (b *Backend) Create(ctx context.Context, spec backends.Spec) (backends.Inst
 		}
 		return backends.Instance{}, cause
 	}
-	if !src.containerDisk() {
+	if !src.containerDisk() && src.pvc == "" {
 		if _, err := b.dyn.Resource(gvrDV).Namespace(ns).Create(ctx, dataVolume(spec, ns, src), metav1.CreateOptions{FieldManager: fieldManager}); err != nil {
 			return undo(b.fail("create the disk of", what, err))
 		}
@@ -107,6 +115,47 @@ func (b *Backend) Create(ctx context.Context, spec backends.Spec) (backends.Inst
 
 func (s source) containerDisk() bool { return s.image != "" }
 
+// CheckPVC reports whether the PVC name exists in namespace (empty: the
+// backend's default namespace), so a VM can boot from it: an Invalid
+// error naming it when it does not. Callers use it to refuse a create at
+// once rather than in its task.
+func (b *Backend) CheckPVC(ctx context.Context, namespace, name string) error {
+	_, err := b.getPVC(ctx, cmp.Or(namespace, b.opts.Namespace), name)
+	return err
+}
+
+func (b *Backend) getPVC(ctx context.Context, ns, name string) (*corev1.PersistentVolumeClaim, error) {
+	if err := backends.ValidateName("pvc", name); err != nil {
+		return nil, err
+	}
+	pvc, err := b.kube.CoreV1().PersistentVolumeClaims(ns).Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) && !isNamespaceMissing(err) {
+		return nil, backends.Invalidf("pvc %s does not exist in namespace %s of context %s: name an existing PVC, or give an image", name, ns, b.opts.Context)
+	}
+	if err != nil {
+		return nil, b.fail("read", "PVC "+ns+"/"+name, err)
+	}
+	return pvc, nil
+}
+
+// pvcSource checks that the PVC spec names exists in ns: a VM made from
+// a PVC boots from that volume as it is (no DataVolume, no copy), and
+// Delete keeps it, since Corral did not make it.
+func (b *Backend) pvcSource(ctx context.Context, spec backends.Spec, ns string) (source, error) {
+	if spec.Image != "" {
+		return source{}, backends.Invalidf("give either an image or a pvc as the source of VM %s, not both", spec.Name)
+	}
+	pvc, err := b.getPVC(ctx, ns, spec.PVC)
+	if err != nil {
+		return source{}, err
+	}
+	src := source{pvc: pvc.Name}
+	if q, ok := pvc.Spec.Resources.Requests[corev1.ResourceStorage]; ok {
+		src.pvcMiB = q.Value() >> 20
+	}
+	return src, nil
+}
+
 func rootDisk(name string) string        { return name + "-rootdisk" }
 func cloudInitSecret(name string) string { return name + "-cloudinit" }
 
@@ -119,7 +168,12 @@ func (b *Backend) vmObject(spec backends.Spec, ns string, src source) *unstructu
 		labels[labelTagPrefix+t] = "true"
 	}
 	annotations := obj{}
-	if !src.containerDisk() {
+	switch {
+	case src.pvc != "":
+		if src.pvcMiB > 0 {
+			annotations[annDiskMiB] = strconv.FormatInt(src.pvcMiB, 10)
+		}
+	case !src.containerDisk():
 		annotations[annDiskMiB] = strconv.FormatInt(cmp.Or(spec.DiskMiB, defaultDiskMiB), 10)
 	}
 	rs := runHalted
@@ -127,9 +181,12 @@ func (b *Backend) vmObject(spec backends.Spec, ns string, src source) *unstructu
 		rs = runAlways
 	}
 	root := obj{"name": "rootdisk"}
-	if src.containerDisk() {
+	switch {
+	case src.pvc != "":
+		root["persistentVolumeClaim"] = obj{"claimName": src.pvc}
+	case src.containerDisk():
 		root["containerDisk"] = obj{"image": src.image}
-	} else {
+	default:
 		root["dataVolume"] = obj{"name": rootDisk(spec.Name)}
 	}
 	disks := []any{obj{"name": "rootdisk", "disk": obj{"bus": "virtio"}}}

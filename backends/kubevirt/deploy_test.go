@@ -141,12 +141,21 @@ func TestDeployManifests(t *testing.T) {
 	// Pause reaches the aggregated API, which RBAC allows and the test
 	// server does not serve: a refusal, not Forbidden.
 	wantKind(t, "pause as the ServiceAccount", b.Power(ctx, in.Ref, backends.ActionPause), backends.ErrUnsupported)
+	// A node that does not exist is found so only when the ServiceAccount
+	// may read nodes (a Forbidden read skips the check).
+	_, err = b.Migrate(ctx, in.Ref, e.ns+"-no-node")
+	wantKind(t, "migrate to a missing node as the ServiceAccount", err, backends.ErrInvalid)
+	_, err = b.Migrate(ctx, in.Ref, "")
+	step("Migrate", err)
 	step("restart", b.Power(ctx, in.Ref, backends.ActionRestart))
 	_, err = b.CreateSnapshot(ctx, in.Ref, "s1")
 	step("CreateSnapshot", err)
 	step("stop", b.Power(ctx, in.Ref, backends.ActionStop))
 	waitState(t, b, in.Ref, backends.StateStopped)
 	step("RevertSnapshot", b.RevertSnapshot(ctx, in.Ref, "s1"))
+	step("Scale", b.Scale(ctx, in.Ref, 2, 1024))
+	step("SetTemplate", b.SetTemplate(ctx, in.Ref, true))
+	step("SetTemplate off", b.SetTemplate(ctx, in.Ref, false))
 	_, err = b.Snapshots(ctx, in.Ref)
 	step("Snapshots", err)
 	c, err := b.Clone(ctx, in.Ref, "rbac-copy")

@@ -104,6 +104,7 @@ type Backend struct {
 	opts Options
 	kube kubernetes.Interface
 	dyn  dynamic.Interface
+	cfg  *rest.Config // for the exec streams of CT consoles
 }
 
 // New returns a backend for opts. It reads the kubeconfig but does not
@@ -151,7 +152,7 @@ func New(opts Options) (*Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubevirt: context %s: %w", opts.Context, err)
 	}
-	return &Backend{opts: opts, kube: kube, dyn: dyn}, nil
+	return &Backend{opts: opts, kube: kube, dyn: dyn, cfg: cfg}, nil
 }
 
 // ContextsFromKubeconfig returns the names of the contexts in the

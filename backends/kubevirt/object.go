@@ -205,6 +205,7 @@ func (b *Backend) instance(vm, vmi obj) backends.Instance {
 		}
 	}
 	in.Tags = tagsOf(u.GetLabels())
+	in.Template = isTemplate(u.GetLabels())
 	return in
 }
 

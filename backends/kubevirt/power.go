@@ -65,6 +65,9 @@ func (b *Backend) power(ctx context.Context, ref backends.InstanceRef, action ba
 	st := state(vm.Object, vmi)
 	switch action {
 	case backends.ActionStart:
+		if isTemplate(vm.GetLabels()) {
+			return backends.Refuse(backends.KindKubeVirt, "start", what+" is a template: clone it and start the clone, or unmark it first (POST /api/vms/{ref}/template {\"on\": false})")
+		}
 		if wantsRunning(rs) || vmi != nil && st == backends.StateRunning {
 			return backends.Conflictf("%s is already running or starting (run strategy %s)", what, rs)
 		}

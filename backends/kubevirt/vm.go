@@ -130,7 +130,7 @@ func (b *Backend) Delete(ctx context.Context, ref backends.InstanceRef) error {
 		}
 	}
 	sel := metav1.ListOptions{LabelSelector: labelVM + "=" + ref.Name}
-	for _, r := range []schema.GroupVersionResource{gvrDV, gvrClone} {
+	for _, r := range []schema.GroupVersionResource{gvrDV, gvrClone, gvrMigration} {
 		gone("delete the objects of", b.dyn.Resource(r).Namespace(ref.Namespace).DeleteCollection(ctx, metav1.DeleteOptions{}, sel))
 	}
 	gone("delete the PVCs of", b.kube.CoreV1().PersistentVolumeClaims(ref.Namespace).DeleteCollection(ctx, metav1.DeleteOptions{}, sel))

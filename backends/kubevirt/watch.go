@@ -3,6 +3,7 @@ package kubevirt
 import (
 	"context"
 	"sync"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -12,6 +13,9 @@ import (
 
 	"github.com/corral-dev/corral/backends"
 )
+
+// watchSyncWait bounds how long Watch waits for its informers' first list.
+const watchSyncWait = 30 * time.Second
 
 // Watch implements backends.Watcher with shared informers on the
 // VirtualMachines and VirtualMachineInstances of every namespace, and on
@@ -23,7 +27,8 @@ import (
 // events costs one refresh per event at most, never a missed change.
 //
 // Watch first lists the VMs once, so that a context that cannot be
-// reached or read is reported here rather than as silence.
+// reached or read is reported here rather than as silence; it returns
+// once its informers hold the current state (or after watchSyncWait).
 func (b *Backend) Watch(ctx context.Context) (<-chan backends.Event, error) {
 	if _, err := b.dyn.Resource(gvrVM).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
 		return nil, b.fail("watch the virtual machines of", "context "+b.opts.Context, err)
@@ -87,6 +92,21 @@ func (b *Backend) Watch(ctx context.Context) (<-chan backends.Event, error) {
 	}
 	f.Start(ctx.Done())
 	cts.Start(ctx.Done())
+	// Return once the informers hold the current state, so a change made
+	// after Watch returns is always an event (not folded into the first
+	// list, which the fleet has read already).
+	// A server that stops answering after the first list does not hold
+	// Watch for longer than watchSyncWait: events then start once the
+	// informers catch up.
+	sctx, cancel := context.WithTimeout(ctx, watchSyncWait)
+	defer cancel()
+	for _, synced := range []map[schema.GroupVersionResource]bool{f.WaitForCacheSync(sctx.Done()), cts.WaitForCacheSync(sctx.Done())} {
+		for gvr, ok := range synced {
+			if !ok && ctx.Err() == nil {
+				b.opts.Logger.Warn("kubevirt: watch not synced", "context", b.opts.Context, "resource", gvr.Resource)
+			}
+		}
+	}
 	go func() {
 		<-ctx.Done()
 		f.Shutdown() // waits for the informers' goroutines

@@ -15,6 +15,7 @@ type createRequest struct {
 	Mem       string   `json:"mem"`
 	Disk      string   `json:"disk"`
 	Image     string   `json:"image"`
+	PVC       string   `json:"pvc"` // an existing PVC to boot from (KubeVirt)
 	Tags      []string `json:"tags"`
 	Start     bool     `json:"start"`
 	SSHKey    string   `json:"sshKey"`
@@ -31,7 +32,7 @@ func (h *handler) vmCreate(w http.ResponseWriter, r *http.Request) error {
 	}
 	t, ref, err := h.Instances.Create(r.Context(), middleware.Origin(r, "rest"), instances.CreateRequest{
 		Context: req.Context, Name: req.Name, Namespace: req.Namespace, CPUs: req.CPU,
-		Memory: req.Mem, Disk: req.Disk, Image: req.Image, Tags: req.Tags, Start: req.Start,
+		Memory: req.Mem, Disk: req.Disk, Image: req.Image, PVC: req.PVC, Tags: req.Tags, Start: req.Start,
 		SSHKey: req.SSHKey, UserData: req.CloudInit,
 	})
 	if err != nil {

@@ -31,6 +31,7 @@ type vmJSON struct {
 	Tags      []string `json:"tags"`
 	MemMiB    int64    `json:"memMiB"`
 	DiskMiB   int64    `json:"diskMiB"`
+	Template  bool     `json:"isTemplate"`
 }
 
 func toVM(in backends.Instance) vmJSON {
@@ -48,6 +49,7 @@ func toVM(in backends.Instance) vmJSON {
 		IP: in.IP, Node: in.Node,
 		Ref: in.Ref.String(), Peer: in.Ref.Peer, Backend: string(in.Ref.Backend), Context: in.Ref.Context,
 		Type: string(in.Type), State: st, Tags: tags, MemMiB: in.MemoryMiB, DiskMiB: in.DiskMiB,
+		Template: in.Template,
 	}
 }
 

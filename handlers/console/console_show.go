@@ -23,12 +23,14 @@ var kinds = []offer{
 	{backends.ConsoleSerial, "Serial"},
 }
 
-// consoleShow is GET /console/{ref}?kind=vnc|serial (vnc when absent).
-// A stopped instance still gets its page: the console element keeps
-// retrying and connects once the instance runs.
+// consoleShow is GET /console/{ref}?kind=vnc|serial. Without a kind it
+// opens VNC, or the serial console of an instance that has no screen (a
+// CT, whose console is a shell). A stopped instance still gets its page:
+// the console element keeps retrying and connects once the instance runs.
 func (s *server) consoleShow(w http.ResponseWriter, r *http.Request) error {
 	kind := backends.ConsoleKind(r.URL.Query().Get("kind"))
-	if kind == "" {
+	explicit := kind != ""
+	if !explicit {
 		kind = backends.ConsoleVNC
 	}
 	if !slices.ContainsFunc(kinds, func(k offer) bool { return k.kind == kind }) {
@@ -47,6 +49,12 @@ func (s *server) consoleShow(w http.ResponseWriter, r *http.Request) error {
 	cancel()
 	if err != nil {
 		return err
+	}
+	if !explicit && (in.Type == backends.TypeCT || len(offered) > 0 && !slices.Contains(offered, kind)) {
+		kind = backends.ConsoleSerial
+		if len(offered) > 0 && !slices.Contains(offered, kind) {
+			kind = offered[0]
+		}
 	}
 	c := views.Console{
 		Name:    in.Ref.Name,

@@ -48,9 +48,13 @@ func (s *server) vmPower(w http.ResponseWriter, r *http.Request, text, action st
 	if err != nil {
 		return err
 	}
-	sum := summary(in, s.hasConsoles(in.Ref))
+	sum := summary(in, s.hasConsoles(r.Context(), in))
 	sum.Admin = middleware.IdentityFrom(r.Context()).Admin
-	sum.Notice = actionLabels[backends.Action(t.Action)] + ": done."
+	label := actionLabels[backends.Action(t.Action)]
+	if in.Type == backends.TypeCT {
+		label = ctActionLabels[backends.Action(t.Action)]
+	}
+	sum.Notice = label + ": done."
 	w.Header().Set("HX-Trigger", tasksChanged)
 	return renderPage(w, r, http.StatusOK, views.SummaryView(sum), "")
 }

@@ -1,7 +1,9 @@
 package ui
 
 import (
+	"context"
 	"net/http"
+	"slices"
 	"strconv"
 
 	"github.com/corral-dev/corral/backends"
@@ -31,7 +33,7 @@ func (s *server) vmShow(w http.ResponseWriter, r *http.Request, text string) err
 		return err
 	}
 	frag := fragmentFor(r, "summary", "summary")
-	sum := summary(in, s.hasConsoles(in.Ref))
+	sum := summary(in, s.hasConsoles(r.Context(), in))
 	sum.Admin = middleware.IdentityFrom(r.Context()).Admin
 	v := views.VM{Page: s.page(r.Context(), r, in.Ref.Name, frag), Summary: sum}
 	if sum.Admin {
@@ -58,6 +60,22 @@ var actionLabels = map[backends.Action]string{
 	backends.ActionResume:   "Resume",
 }
 
+// ctPowerActions are a CT's actions: stop deletes its pod (the data
+// volume stays), start makes the pod again; a pod cannot pause.
+var ctPowerActions = map[backends.State][]backends.Action{
+	backends.StateStopped:  {backends.ActionStart},
+	backends.StateRunning:  {backends.ActionStop, backends.ActionRestart},
+	backends.StateStarting: {backends.ActionStop},
+	backends.StatePaused:   {backends.ActionStop},
+	backends.StateUnknown:  {backends.ActionStop},
+}
+
+var ctActionLabels = map[backends.Action]string{
+	backends.ActionStart:   "Start",
+	backends.ActionStop:    "Stop",
+	backends.ActionRestart: "Restart",
+}
+
 // summary formats an instance for the #summary region.
 // summary builds the VM page's summary; consoles says whether the
 // instance's backend has consoles (the link shows while it runs).
@@ -79,8 +97,22 @@ func summary(in backends.Instance, consoles bool) views.Summary {
 		Context:   in.Ref.ContextKey(),
 		DeleteURL: u + "/delete",
 	}
+	actions, labels := powerActions[in.State], actionLabels
 	if consoles && in.State == backends.StateRunning {
 		s.ConsoleURL = "/console/" + in.Ref.String()
+	}
+	if in.Type == backends.TypeCT {
+		// A CT's console is a shell (exec), and a pod cannot pause.
+		s.CT = true
+		actions, labels = ctPowerActions[in.State], ctActionLabels
+		if s.ConsoleURL != "" {
+			s.ConsoleURL += "?kind=serial"
+		}
+	}
+	if in.Template {
+		// A template is cloned, never started: its start is refused.
+		actions = slices.DeleteFunc(slices.Clone(actions), func(a backends.Action) bool { return a == backends.ActionStart })
+		s.Facts = append(s.Facts, views.Fact{Label: "Template", Value: "yes: clone it to use it"})
 	}
 	for _, f := range in.Facts {
 		s.Facts = append(s.Facts, views.Fact{Label: f.Label, Value: f.Value})
@@ -88,12 +120,12 @@ func summary(in backends.Instance, consoles bool) views.Summary {
 	if !in.Created.IsZero() {
 		s.Created = in.Created.UTC().Format("2006-01-02 15:04 UTC")
 	}
-	for _, a := range powerActions[in.State] {
+	for _, a := range actions {
 		class := ""
 		if a == backends.ActionStart || a == backends.ActionResume {
 			class = "primary"
 		}
-		s.Actions = append(s.Actions, views.PowerAction{Name: string(a), Label: actionLabels[a], URL: u + "/" + string(a), Class: class})
+		s.Actions = append(s.Actions, views.PowerAction{Name: string(a), Label: labels[a], URL: u + "/" + string(a), Class: class})
 	}
 	return s
 }
@@ -105,10 +137,26 @@ func orDash(s string) string {
 	return s
 }
 
-// hasConsoles reports whether the backend of ref offers consoles.
-func (s *server) hasConsoles(ref backends.InstanceRef) bool {
-	b, err := s.Fleet.Backend(ref)
-	return err == nil && backends.Supports[backends.ConsoleDialer](b)
+// hasConsoles reports whether the running instance offers a console now,
+// asking its backend: a backend may have consoles for some instances and
+// not others (KubeVirt: a CT's shell, not yet a VM's screen), and a link
+// to a refusal helps nobody.
+func (s *server) hasConsoles(ctx context.Context, in backends.Instance) bool {
+	if in.State != backends.StateRunning {
+		return false
+	}
+	b, err := s.Fleet.Backend(in.Ref)
+	if err != nil {
+		return false
+	}
+	d, ok := b.(backends.ConsoleDialer)
+	if !ok {
+		return false
+	}
+	cctx, cancel := s.Fleet.CallContext(ctx)
+	defer cancel()
+	kinds, err := d.Consoles(cctx, in.Ref)
+	return err == nil && len(kinds) > 0
 }
 
 // sizeOrDash formats MiB, or a dash when the backend does not report the
