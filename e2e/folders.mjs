@@ -3,8 +3,11 @@
 // It creates a folder with the form, drags two running VMs of one context
 // onto it (HTML5 drag-and-drop), filters the table by the folder, runs a
 // bulk stop on it and checks every member's result and the live table,
-// then drags the folder under another. Exits non-zero on the first failed
-// check.
+// then drags the folder under another, and previews a move of one of the
+// members from its page: on the demo fleet the simulated backends neither
+// hand over nor import disks, so the preflight (an htmx partial) lists
+// refusals and the commit button stays disabled. Exits non-zero on the
+// first failed check.
 import { chromium } from 'playwright-core';
 import { mkdtemp, mkdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -88,6 +91,22 @@ try {
   await page.waitForSelector(folder('ops/web'));
   if (await page.locator(folder('e2e/web')).count() !== 0) throw new Error('e2e/web is still there after the drag');
   step('dragged folder e2e/web under ops');
+
+  // Preview a move of the first member from its page.
+  await page.goto(`${base}/vm/${refs[0]}`);
+  await page.waitForSelector(tid('vm-state'));
+  await page.click(tid('move-open'));
+  await page.waitForSelector(`${tid('move-commit')}[disabled]`);
+  await page.evaluate(() => { window.__corralMark = 'kept'; });
+  const dests = await page.locator(`${tid('move-dest')} option`).evaluateAll((os) => os.map((o) => o.value).filter(Boolean));
+  if (dests.length === 0) throw new Error('the move dialog offers no destination');
+  await page.selectOption(tid('move-dest'), dests[0]);
+  await page.waitForSelector(tid('move-refusal'));
+  const refusals = await page.locator(tid('move-refusal')).allInnerTexts();
+  if (!(await page.locator(tid('move-commit')).isDisabled())) throw new Error('the commit button is enabled while the preflight refuses');
+  if (await page.evaluate(() => window.__corralMark) !== 'kept') throw new Error('the preflight reloaded the page');
+  await page.screenshot({ path: join(outdir, 'move-preflight.png'), fullPage: true });
+  step(`move preview of ${refs[0]} to ${dests[0]} refused: ${refusals.join(' | ')}`);
 
   if (problems.length) throw new Error('browser reported problems:\n' + problems.join('\n'));
   console.log('ok');

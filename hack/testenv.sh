@@ -43,14 +43,36 @@ pids+=($!)
 token=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
 echo "$token,corral-test,corral-test,system:masters" >"$w/tokens.csv"
 openssl genrsa -out "$w/sa.key" 2048 2>/dev/null
-"$bin/kube-apiserver" --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$api_port" \
-  --endpoint-reconciler-type=none --etcd-servers="http://127.0.0.1:$etcd_port" \
-  --cert-dir="$w/certs" --token-auth-file="$w/tokens.csv" --authorization-mode=RBAC \
-  --service-account-key-file="$w/sa.key" --service-account-signing-key-file="$w/sa.key" \
-  --service-account-issuer=https://kubernetes.default.svc --service-cluster-ip-range=10.0.0.0/24 \
-  --disable-admission-plugins=ServiceAccount,StorageObjectInUseProtection --allow-privileged=true >"$w/apiserver.log" 2>&1 &
-pids+=($!)
-
+# The ports are probed free and then bound by another process, so a test
+# running beside this script can take one first: a kube-apiserver that
+# exits with "address already in use" is started again on another port.
+start_apiserver() {
+  api_port=$(freeport)
+  "$bin/kube-apiserver" --bind-address=127.0.0.1 --advertise-address=127.0.0.1 --secure-port="$api_port" \
+    --endpoint-reconciler-type=none --etcd-servers="http://127.0.0.1:$etcd_port" \
+    --cert-dir="$w/certs" --token-auth-file="$w/tokens.csv" --authorization-mode=RBAC \
+    --service-account-key-file="$w/sa.key" --service-account-signing-key-file="$w/sa.key" \
+    --service-account-issuer=https://kubernetes.default.svc --service-cluster-ip-range=10.0.0.0/24 \
+    --disable-admission-plugins=ServiceAccount,StorageObjectInUseProtection --allow-privileged=true >"$w/apiserver.log" 2>&1 &
+  apipid=$!
+  pids+=($apipid)
+  api="https://127.0.0.1:$api_port"
+}
+start_apiserver
+tries=1
+ready=
+for i in $(seq 1 240); do
+  if curl -fsk -H "Authorization: Bearer $token" "$api/readyz" >/dev/null 2>&1; then ready=1; break; fi
+  if ! kill -0 "$apipid" 2>/dev/null; then
+    if [ "$tries" -lt 3 ] && grep -q "address already in use" "$w/apiserver.log"; then
+      echo "testenv: port $api_port was taken meanwhile; starting kube-apiserver on another" >&2
+      tries=$((tries + 1)); start_apiserver; continue
+    fi
+    echo "testenv: kube-apiserver exited:" >&2; tail -20 "$w/apiserver.log" >&2; exit 1
+  fi
+  sleep 0.25
+done
+if [ -z "$ready" ]; then echo "testenv: kube-apiserver not ready after 60 s:" >&2; tail -20 "$w/apiserver.log" >&2; exit 1; fi
 cat >"$w/kubeconfig" <<KC
 apiVersion: v1
 kind: Config
@@ -59,15 +81,6 @@ users: [{name: test, user: {token: "$token"}}]
 contexts: [{name: test, context: {cluster: test, user: test}}]
 current-context: test
 KC
-
-api="https://127.0.0.1:$api_port"
-ready=
-for i in $(seq 1 240); do
-  if curl -fsk -H "Authorization: Bearer $token" "$api/readyz" >/dev/null 2>&1; then ready=1; break; fi
-  if ! kill -0 "${pids[1]}" 2>/dev/null; then echo "testenv: kube-apiserver exited:" >&2; tail -20 "$w/apiserver.log" >&2; exit 1; fi
-  sleep 0.25
-done
-if [ -z "$ready" ]; then echo "testenv: kube-apiserver not ready after 60 s:" >&2; tail -20 "$w/apiserver.log" >&2; exit 1; fi
 crds=()
 for f in "$top"/hack/crds/*.yaml; do
   [ -e "$f" ] || continue
