@@ -1,0 +1,477 @@
+package vdi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/corral-dev/corral/app/auth"
+	"github.com/corral-dev/corral/app/tasks"
+	"github.com/corral-dev/corral/backends"
+	"github.com/corral-dev/corral/store"
+)
+
+// PoolSummary is a pool as the broker serves it to any user.
+type PoolSummary struct {
+	ID        string `json:"id"`
+	Ephemeral bool   `json:"ephemeral"`
+	Members   int    `json:"members"`
+	Claimed   int    `json:"claimed"`
+	Free      int    `json:"free"`
+}
+
+// Desktop is one claimed desktop as its holder (or an admin) sees it.
+type Desktop struct {
+	ID        string    `json:"id"`
+	SessionID string    `json:"sessionId"`
+	PoolID    string    `json:"poolId"`
+	Owner     string    `json:"owner"`
+	Ref       string    `json:"ref"`
+	Phase     string    `json:"phase"`
+	Running   bool      `json:"running"`
+	ClaimedAt time.Time `json:"claimedAt"`
+	// Expired: nobody renewed the claim for an hour (no broker ran).
+	Expired        bool       `json:"expired,omitempty"`
+	Connected      bool       `json:"connected"`
+	DisconnectedAt *time.Time `json:"disconnectedAt,omitempty"`
+	ReclaimAt      *time.Time `json:"reclaimAt,omitempty"`
+	ReclaimReason  string     `json:"reclaimReason,omitempty"`
+	// StartError says why the start that came with the claim failed; the
+	// caller keeps the desktop and can start it again.
+	StartError string `json:"startError,omitempty"`
+}
+
+// BrokerPools returns the pools with their member, claimed and free
+// counts.
+func (s *Service) BrokerPools(ctx context.Context) ([]PoolSummary, error) {
+	ps, err := s.pools(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]PoolSummary, 0, len(ps))
+	for _, p := range ps {
+		claims, err := p.claims.List(ctx, p.id.Kind, p.id.Namespace, p.id.Pool)
+		if err != nil {
+			return nil, err
+		}
+		legacy, err := s.legacyAssignments(ctx, p)
+		if err != nil {
+			return nil, err
+		}
+		held := map[string]bool{}
+		for _, c := range claims {
+			held[c.Desktop.String()] = true
+		}
+		for d := range legacy {
+			held[d] = true
+		}
+		n := 0
+		for _, m := range p.Members {
+			if held[m.Desktop] {
+				n++
+			}
+		}
+		out = append(out, PoolSummary{ID: p.id.String(), Ephemeral: p.Ephemeral, Members: len(p.Members), Claimed: n, Free: len(p.Members) - n})
+	}
+	return out, nil
+}
+
+// Claim claims a member of the pool for the caller and starts it. A
+// caller who already holds a member of the pool gets that one again. It
+// returns a Conflict when the pool has no free member.
+func (s *Service) Claim(ctx context.Context, who auth.Identity, poolID string) (Desktop, error) {
+	return s.claimFor(ctx, tasks.Origin{Actor: who.Actor(), Surface: "rest"}, who.Login, poolID)
+}
+
+// Assign claims a member of the pool for holder on an admin's behalf
+// (corral vdi assign) and starts it.
+func (s *Service) Assign(ctx context.Context, o tasks.Origin, poolID, holder string) (Desktop, error) {
+	return s.claimFor(ctx, o, holder, poolID)
+}
+
+func (s *Service) claimFor(ctx context.Context, o tasks.Origin, holder, poolID string) (Desktop, error) {
+	spec := tasks.Spec{Action: "vdi claim", Target: poolID, Origin: o}
+	if reserved(holder) {
+		return Desktop{}, s.opts.Tasks.Refused(ctx, spec, backends.Invalidf("%q cannot hold a desktop: it is a reserved identity", holder))
+	}
+	id, err := ParsePoolID(poolID)
+	if err != nil {
+		return Desktop{}, s.opts.Tasks.Refused(ctx, spec, backends.Invalidf("pool %q: accepted is vm/NAMESPACE/POOL", poolID))
+	}
+	p, err := s.load(ctx, id)
+	if err != nil {
+		return Desktop{}, s.opts.Tasks.Refused(ctx, spec, err)
+	}
+	var out Desktop
+	_, err = s.opts.Tasks.Do(ctx, spec, func(ctx context.Context, r *tasks.Run) error {
+		c, err := s.acquire(ctx, p, holder)
+		if err != nil {
+			return err
+		}
+		r.Logf("%s holds %s (session %s)", holder, c.Desktop, c.Session)
+		_, ref, _ := p.member(c.Desktop)
+		var startErr error
+		if p.kubevirt() {
+			startErr = s.markAssigned(ctx, ref, holder, c.Acquired)
+		}
+		if startErr == nil {
+			startErr = s.power(ctx, p.b, ref, backends.ActionStart)
+		}
+		out = s.view(ctx, p, c)
+		if startErr != nil {
+			// The claim stays: a second user must not get a desktop that is
+			// half set up, and the holder can retry the start.
+			out.StartError = backends.SafeMessage(startErr)
+			if out.StartError == "" {
+				out.StartError = "the desktop did not start; start it again"
+			}
+			s.opts.Log.Warn("vdi: start after claim failed", "desktop", c.Desktop.String(), "err", startErr)
+			r.Logf("start failed: %s", out.StartError)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// acquire returns holder's claim on a member of p: the one holder
+// already has (renewed if it expired), the v0.6.0 assignment labelled
+// with holder (adopted), else a free member through the picker.
+func (s *Service) acquire(ctx context.Context, p *pool, holder string) (Claim, error) {
+	now := s.now()
+	claims, err := p.claims.List(ctx, p.id.Kind, p.id.Namespace, p.id.Pool)
+	if err != nil {
+		return Claim{}, err
+	}
+	for _, c := range claims {
+		if c.Holder == holder {
+			if c.Expired(now) {
+				return p.claims.Update(ctx, Renew(c, now))
+			}
+			return c, nil
+		}
+	}
+	legacy, err := s.legacyAssignments(ctx, p)
+	if err != nil {
+		return Claim{}, err
+	}
+	claimed := map[string]bool{}
+	for _, c := range claims {
+		claimed[c.Desktop.String()] = true
+	}
+	for _, d := range p.desktops() {
+		if who, ok := legacy[d.String()]; ok && who == holder && !claimed[d.String()] {
+			c, err := p.claims.Acquire(ctx, d, p.id.Pool, holder, now)
+			if err == nil || !errors.Is(err, ErrClaimed) {
+				return c, err
+			}
+		}
+	}
+	c, err := s.picker.Pick(ctx, p.claims, p.id, p.desktops(), holder, now, func(d DesktopID) bool {
+		_, labelled := legacy[d.String()]
+		return !labelled
+	})
+	if errors.Is(err, ErrNoFree) {
+		return Claim{}, backends.Conflictf("pool %s has no free members: %d of %d are claimed; try again after one is released", p.id, len(claims), len(p.Members))
+	}
+	return c, err
+}
+
+// find returns the pool of desktop d.
+func (s *Service) find(ctx context.Context, d DesktopID) (*pool, error) {
+	rows, err := s.opts.Store.VDIPools(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, row := range rows {
+		for _, m := range row.Members {
+			if m.Desktop == d.String() {
+				return s.wrap(row)
+			}
+		}
+	}
+	return nil, backends.NotFoundf("desktop %s is in no pool", d)
+}
+
+// held returns the pool and the claim of desktop, after checking that
+// who holds it or is an admin. A desktop without a claim is NotFound.
+func (s *Service) held(ctx context.Context, who auth.Identity, desktop string) (*pool, Claim, error) {
+	d, err := ParseDesktopID(desktop)
+	if err != nil {
+		return nil, Claim{}, backends.Invalidf("desktop %q: accepted is vm/NAMESPACE/MEMBER", desktop)
+	}
+	p, err := s.find(ctx, d)
+	if err != nil {
+		return nil, Claim{}, err
+	}
+	c, err := p.claims.Get(ctx, d)
+	if errors.Is(err, ErrNoClaim) {
+		return nil, Claim{}, backends.NotFoundf("desktop %s is not claimed: claim its pool %s", d, p.id)
+	}
+	if err != nil {
+		return nil, Claim{}, err
+	}
+	if !who.Admin && (who.Login == "" || who.Login != c.Holder) {
+		return nil, Claim{}, backends.Forbiddenf("desktop %s is not yours: only its holder and admins may use it", d)
+	}
+	return p, c, nil
+}
+
+// Desktop returns one desktop to its holder or an admin.
+func (s *Service) Desktop(ctx context.Context, who auth.Identity, desktop string) (Desktop, error) {
+	p, c, err := s.held(ctx, who, desktop)
+	if err != nil {
+		return Desktop{}, err
+	}
+	return s.view(ctx, p, c), nil
+}
+
+// Desktops returns the caller's desktops; all lists every holder's and
+// is for admins only.
+func (s *Service) Desktops(ctx context.Context, who auth.Identity, all bool) ([]Desktop, error) {
+	if all && !who.Admin {
+		return nil, backends.Forbiddenf("only admins may list every user's desktops")
+	}
+	ps, err := s.pools(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := []Desktop{}
+	for _, p := range ps {
+		claims, err := p.claims.List(ctx, p.id.Kind, p.id.Namespace, p.id.Pool)
+		if err != nil {
+			return nil, err
+		}
+		for _, c := range claims {
+			if _, _, ok := p.member(c.Desktop); !ok {
+				continue
+			}
+			if all || c.Holder == who.Login {
+				out = append(out, s.view(ctx, p, c))
+			}
+		}
+	}
+	return out, nil
+}
+
+// Start starts a desktop for its holder or an admin; a running desktop
+// is left alone. It is audited as "vdi start".
+func (s *Service) Start(ctx context.Context, who auth.Identity, desktop string) (Desktop, error) {
+	spec := tasks.Spec{Action: "vdi start", Target: desktop, Origin: tasks.Origin{Actor: who.Actor(), Surface: "rest"}}
+	p, c, err := s.held(ctx, who, desktop)
+	if err != nil {
+		return Desktop{}, s.opts.Tasks.Refused(ctx, spec, err)
+	}
+	var out Desktop
+	_, err = s.opts.Tasks.Do(ctx, spec, func(ctx context.Context, r *tasks.Run) error {
+		_, ref, _ := p.member(c.Desktop)
+		if err := s.power(ctx, p.b, ref, backends.ActionStart); err != nil {
+			return err
+		}
+		out = s.view(ctx, p, c)
+		return nil
+	})
+	return out, err
+}
+
+// Release gives a desktop back as a task: "vdi release" by its holder,
+// "vdi force-release" by an admin who is not the holder (the target names
+// the holder). A persistent member stops and keeps its disks; an
+// ephemeral one is destroyed and cloned again from the golden VM. If that
+// fails the claim stays, so the release can be sent again.
+func (s *Service) Release(ctx context.Context, who auth.Identity, desktop string) (store.Task, error) {
+	spec := tasks.Spec{Action: "vdi release", Target: desktop, Origin: tasks.Origin{Actor: who.Actor(), Surface: "rest"}}
+	p, c, err := s.held(ctx, who, desktop)
+	if err != nil {
+		return store.Task{}, s.opts.Tasks.Refused(ctx, spec, err)
+	}
+	if who.Login != c.Holder {
+		spec.Action, spec.Target = "vdi force-release", desktop+" (held by "+c.Holder+")"
+	}
+	return s.opts.Tasks.Start(ctx, spec, func(ctx context.Context, r *tasks.Run) error {
+		return s.release(ctx, p, c, r)
+	})
+}
+
+// Unassign ends a desktop's claim whoever holds it (corral vdi
+// unassign), as an admin's release: the member stops, or is recreated
+// when the pool is ephemeral. A v0.6.0 assignment (a label, no claim) is
+// cleared too.
+func (s *Service) Unassign(ctx context.Context, o tasks.Origin, desktop string) error {
+	spec := tasks.Spec{Action: "vdi force-release", Target: desktop, Origin: o}
+	d, err := ParseDesktopID(desktop)
+	if err != nil {
+		return s.opts.Tasks.Refused(ctx, spec, backends.Invalidf("desktop %q: accepted is vm/NAMESPACE/MEMBER", desktop))
+	}
+	p, err := s.find(ctx, d)
+	if err != nil {
+		return s.opts.Tasks.Refused(ctx, spec, err)
+	}
+	c, err := p.claims.Get(ctx, d)
+	switch {
+	case errors.Is(err, ErrNoClaim):
+		legacy, lerr := s.legacyAssignments(ctx, p)
+		if lerr != nil {
+			return s.opts.Tasks.Refused(ctx, spec, lerr)
+		}
+		who, ok := legacy[d.String()]
+		if !ok {
+			return s.opts.Tasks.Refused(ctx, spec, backends.Conflictf("desktop %s is not assigned", d))
+		}
+		spec.Target = desktop + " (held by " + who + ")"
+		_, err = s.opts.Tasks.Do(ctx, spec, func(ctx context.Context, r *tasks.Run) error {
+			_, ref, _ := p.member(d)
+			if err := s.power(ctx, p.b, ref, backends.ActionStop); err != nil {
+				return err
+			}
+			return s.markAssigned(ctx, ref, "", time.Time{})
+		})
+		return err
+	case err != nil:
+		return s.opts.Tasks.Refused(ctx, spec, err)
+	}
+	spec.Target = desktop + " (held by " + c.Holder + ")"
+	_, err = s.opts.Tasks.Do(ctx, spec, func(ctx context.Context, r *tasks.Run) error {
+		return s.release(ctx, p, c, r)
+	})
+	return err
+}
+
+// release ends checked, the claim the caller checked, unless it changed
+// since (another holder, another session): then nothing is released.
+func (s *Service) release(ctx context.Context, p *pool, checked Claim, r *tasks.Run) error {
+	d := checked.Desktop
+	unlock := s.lock(d)
+	defer unlock()
+	cur, err := p.claims.Get(ctx, d)
+	if errors.Is(err, ErrNoClaim) {
+		return backends.Conflictf("desktop %s was released already", d)
+	}
+	if err != nil {
+		return err
+	}
+	if cur.Holder != checked.Holder || cur.Session != checked.Session {
+		return backends.Conflictf("the claim of %s changed since it was checked; nothing was released", d)
+	}
+	_, ref, ok := p.member(d)
+	if !ok {
+		return backends.NotFoundf("desktop %s is in no pool", d)
+	}
+	if !p.Ephemeral {
+		if err := s.power(ctx, p.b, ref, backends.ActionStop); err != nil && !errors.Is(err, backends.ErrNotFound) {
+			return fmt.Errorf("stop %s; the holder keeps the desktop: %w", d, err)
+		}
+		r.Logf("stopped %s", ref.Name)
+	} else if err := s.recreate(ctx, p, ref, cur, r); err != nil {
+		return err
+	}
+	if p.kubevirt() {
+		if err := s.markAssigned(ctx, ref, "", time.Time{}); err != nil {
+			s.opts.Log.Warn("vdi: clearing the assignment label failed", "desktop", d.String(), "err", err)
+		}
+	}
+	latest, err := p.claims.Get(ctx, d)
+	if err != nil && !errors.Is(err, ErrNoClaim) {
+		return err
+	}
+	if err == nil {
+		if err := p.claims.Release(ctx, latest); errors.Is(err, ErrChanged) {
+			return backends.Conflictf("the claim of %s changed during the release; try again", d)
+		} else if err != nil {
+			return err
+		}
+	}
+	s.mu.Lock()
+	delete(s.open, d)
+	s.mu.Unlock()
+	r.Logf("released %s", d)
+	return nil
+}
+
+// recreate destroys an ephemeral member and clones it again from the
+// golden VM, with the claim held by the reconciler identity meanwhile.
+// On failure the claim goes back to its holder.
+func (s *Service) recreate(ctx context.Context, p *pool, ref backends.InstanceRef, cur Claim, r *tasks.Run) error {
+	cloner, err := backends.Clones(p.b)
+	if err != nil {
+		return err
+	}
+	hold := cur
+	hold.Holder = ReconcilerIdentity
+	hold, err = p.claims.Update(ctx, hold)
+	if errors.Is(err, ErrChanged) {
+		return backends.Conflictf("the claim of %s changed during the release; try again", cur.Desktop)
+	}
+	if err != nil {
+		return err
+	}
+	giveBack := func(cause error) error {
+		back := hold
+		back.Holder = cur.Holder
+		if _, err := p.claims.Update(context.WithoutCancel(ctx), back); err != nil {
+			s.opts.Log.Error("vdi: could not give the claim back after a failed recreate", "desktop", cur.Desktop.String(), "err", err)
+		}
+		return cause
+	}
+	if err := p.b.Delete(ctx, ref); err != nil && !errors.Is(err, backends.ErrNotFound) {
+		return giveBack(fmt.Errorf("delete %s; the holder keeps the desktop: %w", ref.Name, err))
+	}
+	r.Logf("deleted %s", ref.Name)
+	if _, err := cloner.Clone(ctx, p.golden, ref.Name); err != nil {
+		return giveBack(fmt.Errorf("recreate %s from %s; the release can be sent again: %w", ref.Name, p.golden.Name, err))
+	}
+	if p.kubevirt() {
+		if err := s.labelPool(ctx, ref, p.id.Pool); err != nil {
+			return giveBack(err)
+		}
+	}
+	r.Logf("recreated %s from %s", ref.Name, p.golden.Name)
+	return nil
+}
+
+// view builds the desktop answer of claim c.
+func (s *Service) view(ctx context.Context, p *pool, c Claim) Desktop {
+	_, ref, _ := p.member(c.Desktop)
+	now := s.now()
+	v := Desktop{ID: c.Desktop.String(), SessionID: c.Session, PoolID: p.id.String(), Owner: c.Holder, Ref: ref.String(),
+		ClaimedAt: c.Acquired, Expired: c.Expired(now), Phase: "Unknown"}
+	cctx, cancel := s.opts.Fleet.CallContext(ctx)
+	in, err := p.b.Get(cctx, ref)
+	cancel()
+	switch {
+	case errors.Is(err, backends.ErrNotFound):
+		v.Phase = "Missing"
+	case err == nil:
+		v.Phase = phase(in.State)
+		v.Running = in.State == backends.StateRunning
+	}
+	s.mu.Lock()
+	open := s.open[c.Desktop]
+	s.mu.Unlock()
+	v.Connected = open > 0
+	if !v.Connected && !c.Disconnected.IsZero() {
+		t := c.Disconnected
+		v.DisconnectedAt = &t
+	}
+	at, reason := s.reclaimAt(c, open)
+	if !at.IsZero() {
+		v.ReclaimAt, v.ReclaimReason = &at, reason
+	}
+	return v
+}
+
+func phase(st backends.State) string {
+	switch st {
+	case backends.StateRunning:
+		return "Running"
+	case backends.StateStopped:
+		return "Stopped"
+	case backends.StateStarting:
+		return "Starting"
+	case backends.StateStopping:
+		return "Stopping"
+	case backends.StatePaused:
+		return "Paused"
+	}
+	return "Unknown"
+}
