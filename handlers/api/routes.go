@@ -15,6 +15,7 @@ import (
 	"github.com/corral-dev/corral/app/instances"
 	apppve "github.com/corral-dev/corral/app/pve"
 	"github.com/corral-dev/corral/app/tasks"
+	"github.com/corral-dev/corral/app/vdi"
 	"github.com/corral-dev/corral/handlers/middleware"
 )
 
@@ -32,6 +33,8 @@ type Deps struct {
 	PVE *apppve.Service
 	// Folders runs the folder tree and bulk actions (nil: those routes answer 404).
 	Folders *folders.Service
+	// VDI is the desktop broker (nil, CORRAL_VDI_BROKER off: /vdi/ answers 404).
+	VDI *vdi.Service
 }
 
 type handler struct {
@@ -46,6 +49,9 @@ type handler struct {
 //	            CORRAL_AUTH_REQUIRED is off)
 //	Admin       changes: admins (everyone in open mode) and the peer token
 //	Privileged  GETs as strong as a change: downloading a disk
+//	User        the VDI broker's self-service routes: signed-in persons,
+//	            not anonymous callers (401) nor the peer token (403);
+//	            holder-or-admin is checked by the broker per desktop
 func Mount(r chi.Router, d Deps) {
 	if d.Log == nil {
 		d.Log = slog.Default()
@@ -88,6 +94,15 @@ func Mount(r chi.Router, d Deps) {
 	route(http.MethodPost, "/folders/members", auth.Admin, fa.memberAdd)
 	route(http.MethodDelete, "/folders/members", auth.Admin, fa.memberRemove)
 	route(http.MethodPost, "/folders/action", auth.Admin, fa.action)
+	if d.VDI != nil { // the broker (CORRAL_VDI_BROKER=1); off, every /vdi/ route answers 404
+		v := vdiAPI{h}
+		route(http.MethodGet, "/vdi/pools", auth.User, v.pools)
+		route(http.MethodPost, "/vdi/pools/{kind}/{ns}/{pool}/claim", auth.User, v.claim)
+		route(http.MethodGet, "/vdi/desktops", auth.User, v.desktops)
+		route(http.MethodGet, "/vdi/desktops/{kind}/{ns}/{member}", auth.User, v.desktop)
+		route(http.MethodPost, "/vdi/desktops/{kind}/{ns}/{member}/start", auth.User, v.start)
+		route(http.MethodPost, "/vdi/desktops/{kind}/{ns}/{member}/release", auth.User, v.release)
+	}
 	route(http.MethodGet, "/tasks/{id}", auth.Read, h.taskGet)
 	route(http.MethodGet, "/tasklog", auth.Read, h.taskLog)
 	// Unknown routes answer 404/405 in JSON, except to callers refused
