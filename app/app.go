@@ -27,6 +27,7 @@ import (
 	"github.com/corral-dev/corral/app/instances"
 	apppve "github.com/corral-dev/corral/app/pve"
 	"github.com/corral-dev/corral/app/tasks"
+	"github.com/corral-dev/corral/app/vdi"
 	"github.com/corral-dev/corral/handlers/api"
 	"github.com/corral-dev/corral/handlers/console"
 	"github.com/corral-dev/corral/handlers/middleware"
@@ -56,6 +57,9 @@ type App struct {
 	resolver *auth.Resolver
 	sessions *scs.SessionManager // nil without OIDC
 	oidc     *auth.OIDC          // nil without OIDC
+
+	// VDI is the desktop pools and broker (app/vdi.go).
+	VDI *vdi.Service
 }
 
 // New builds the application: it opens the store (applying migrations),
@@ -90,6 +94,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	}
 	a.Instances = instances.New(a.Fleet, a.Tasks, st, log,
 		instances.WithImages(&images.Resolver{Dir: filepath.Join(filepath.Dir(path), "images")}))
+	a.buildVDI()
 	if err := a.buildAuth(); err != nil {
 		a.Close()
 		return nil, err
@@ -172,8 +177,12 @@ func (a *App) routes(assets *static.Assets) http.Handler {
 			r.Use(a.sessions.LoadAndSave)
 		}
 		r.Use(middleware.Identify(a.resolver))
-		console.Mount(r, console.Deps{Fleet: a.Fleet, Instances: a.Instances, Assets: assets, Log: a.log,
-			Authorize: consoles.RequirePrivileged()})
+		cd := console.Deps{Fleet: a.Fleet, Instances: a.Instances, Assets: assets, Log: a.log,
+			Authorize: consoles.RequirePrivileged()}
+		if b := a.vdiBroker(); b != nil {
+			cd.Sessions = b
+		}
+		console.Mount(r, cd)
 	})
 	r.Group(func(r chi.Router) {
 		if a.sessions != nil {
@@ -184,7 +193,7 @@ func (a *App) routes(assets *static.Assets) http.Handler {
 		api.MountHealth(r, api.HealthDeps{Store: a.Store})
 		r.Route("/api", func(r chi.Router) {
 			api.Mount(r, api.Deps{Instances: a.Instances, Fleet: a.Fleet, Tasks: a.Tasks, Log: a.log, Policy: a.policy, Audit: a.auditor, PVE: a.PVE,
-				Folders: folders.New(a.Store, a.Fleet, a.Tasks, a.Instances, folders.Options{})})
+				Folders: folders.New(a.Store, a.Fleet, a.Tasks, a.Instances, folders.Options{}), VDI: a.vdiBroker()})
 		})
 		ui.Mount(r, ui.Deps{Instances: a.Instances, Fleet: a.Fleet, Tasks: a.Tasks, Assets: assets, Log: a.log,
 			Policy: a.policy, Audit: a.auditor, Sessions: a.sessions, OIDC: a.oidc, PVE: a.PVE})
@@ -201,6 +210,9 @@ func (a *App) Start(ctx context.Context) {
 	ctx, cancel := context.WithCancel(ctx)
 	a.cancel = cancel
 	go a.Fleet.Run(ctx)
+	if b := a.vdiBroker(); b != nil {
+		go b.Run(ctx)
+	}
 	if a.sessions != nil {
 		go a.expireSessions(ctx, 10*time.Minute)
 	}
