@@ -22,7 +22,8 @@ type Picker struct {
 	mu       sync.Mutex
 	cond     *sync.Cond
 	inflight map[DesktopID]bool
-	gen      uint64 // incremented by every Acquire that ended
+	busy     map[string]int // Acquires in flight, by pool
+	gen      uint64         // incremented by every Acquire that ended
 	lists    map[string]*listCall
 }
 
@@ -35,7 +36,7 @@ type listCall struct {
 
 // NewPicker returns an empty picker.
 func NewPicker() *Picker {
-	p := &Picker{inflight: map[DesktopID]bool{}, lists: map[string]*listCall{}}
+	p := &Picker{inflight: map[DesktopID]bool{}, busy: map[string]int{}, lists: map[string]*listCall{}}
 	p.cond = sync.NewCond(&p.mu)
 	return p
 }
@@ -55,24 +56,24 @@ func (p *Picker) Pick(ctx context.Context, s ClaimStore, pool PoolID, members []
 		for _, c := range claims {
 			held[c.Desktop] = true
 		}
+		key := pool.String()
 		p.mu.Lock()
 		var cands []DesktopID
-		busy := false
 		for _, d := range members {
-			switch {
-			case p.inflight[d]:
-				busy = true
-			case !held[d] && !tried[d] && (free == nil || free(d)):
+			if !p.inflight[d] && !held[d] && !tried[d] && (free == nil || free(d)) {
 				cands = append(cands, d)
 			}
 		}
 		if len(cands) == 0 {
-			if !busy && gen == p.gen {
+			if p.busy[key] == 0 && gen == p.gen {
 				p.mu.Unlock()
 				return Claim{}, ErrNoFree
 			}
-			if busy {
-				p.cond.Wait() // until an Acquire of this process ends
+			// Wait until no Acquire of this pool is in flight, then read
+			// the claims again: every waiter reads them in one List, and
+			// sees every claim this process made.
+			for p.busy[key] > 0 {
+				p.cond.Wait()
 			}
 			p.mu.Unlock()
 			if err := ctx.Err(); err != nil {
@@ -82,12 +83,16 @@ func (p *Picker) Pick(ctx context.Context, s ClaimStore, pool PoolID, members []
 		}
 		d := cands[rand.IntN(len(cands))]
 		p.inflight[d] = true
+		p.busy[key]++
 		p.mu.Unlock()
 
 		c, err := s.Acquire(ctx, d, pool.Pool, holder, now)
 
 		p.mu.Lock()
 		delete(p.inflight, d)
+		if p.busy[key]--; p.busy[key] == 0 {
+			delete(p.busy, key)
+		}
 		p.gen++
 		p.cond.Broadcast()
 		p.mu.Unlock()
