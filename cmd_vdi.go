@@ -18,6 +18,7 @@ import (
 
 const vdiUsage = `usage:
   corral vdi pool create NAME --from GOLDEN --size N [--ephemeral]
+  corral vdi pool import NAME --from GOLDEN   (a KubeVirt pool of v0.6.0: labels only)
   corral vdi pool list
   corral vdi pool delete POOL
   corral vdi assign POOL USER
@@ -70,6 +71,16 @@ func vdiCmd(ctx context.Context, args []string, out io.Writer) error {
 		for _, m := range p.Members {
 			fmt.Fprintf(out, "  %s\n", m.Desktop)
 		}
+		return nil
+	case args[0] == "pool" && len(args) == 5 && args[1] == "import" && args[3] == "--from":
+		if !strings.Contains(args[4], "/") {
+			a.Fleet.Refresh(ctx)
+		}
+		p, err := svc.ImportPool(ctx, o, args[2], args[4])
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "pool %s imported: %d members\n", p.ID, len(p.Members))
 		return nil
 	case args[0] == "pool" && len(args) == 2 && args[1] == "list":
 		pools, err := svc.Pools(ctx)
