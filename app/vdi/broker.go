@@ -242,13 +242,15 @@ func (s *Service) Desktops(ctx context.Context, who auth.Identity, all bool) ([]
 		if err != nil {
 			return nil, err
 		}
+		var states map[string]backends.State // read once per pool, when it has a desktop to show
 		for _, c := range claims {
-			if _, _, ok := p.member(c.Desktop); !ok {
+			if _, _, ok := p.member(c.Desktop); !ok || !all && c.Holder != who.Login {
 				continue
 			}
-			if all || c.Holder == who.Login {
-				out = append(out, s.view(ctx, p, c))
+			if states == nil {
+				states = s.states(ctx, p)
 			}
+			out = append(out, s.viewWith(ctx, p, c, states))
 		}
 	}
 	return out, nil
@@ -429,21 +431,39 @@ func (s *Service) recreate(ctx context.Context, p *pool, ref backends.InstanceRe
 	return nil
 }
 
-// view builds the desktop answer of claim c.
+// view builds the desktop answer of claim c, reading the member's state.
 func (s *Service) view(ctx context.Context, p *pool, c Claim) Desktop {
+	return s.viewWith(ctx, p, c, nil)
+}
+
+// viewWith builds the desktop answer of claim c; states, when not nil,
+// holds the pool context's instance states by canonical ref (a member
+// missing from it is Missing, unless the context was unreachable).
+func (s *Service) viewWith(ctx context.Context, p *pool, c Claim, states map[string]backends.State) Desktop {
 	_, ref, _ := p.member(c.Desktop)
 	now := s.now()
 	v := Desktop{ID: c.Desktop.String(), SessionID: c.Session, PoolID: p.id.String(), Owner: c.Holder, Ref: ref.String(),
 		ClaimedAt: c.Acquired, Expired: c.Expired(now), Phase: "Unknown"}
-	cctx, cancel := s.opts.Fleet.CallContext(ctx)
-	in, err := p.b.Get(cctx, ref)
-	cancel()
+	var st backends.State
+	var err error
+	if states != nil {
+		var ok bool
+		if st, ok = states[ref.String()]; !ok {
+			err = backends.ErrNotFound
+		}
+	} else {
+		cctx, cancel := s.opts.Fleet.CallContext(ctx)
+		var in backends.Instance
+		in, err = p.b.Get(cctx, ref)
+		cancel()
+		st = in.State
+	}
 	switch {
 	case errors.Is(err, backends.ErrNotFound):
 		v.Phase = "Missing"
 	case err == nil:
-		v.Phase = phase(in.State)
-		v.Running = in.State == backends.StateRunning
+		v.Phase = phase(st)
+		v.Running = st == backends.StateRunning
 	}
 	s.mu.Lock()
 	open := s.open[c.Desktop]
