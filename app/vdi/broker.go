@@ -80,8 +80,9 @@ func (s *Service) BrokerPools(ctx context.Context) ([]PoolSummary, error) {
 // Claim claims a member of the pool for the caller and starts it. A
 // caller who already holds a member of the pool gets that one again. It
 // returns a Conflict when the pool has no free member.
-func (s *Service) Claim(ctx context.Context, who auth.Identity, poolID string) (Desktop, error) {
-	return s.claimFor(ctx, tasks.Origin{Actor: who.Actor(), Surface: "rest"}, who.Login, poolID)
+// surface names the caller's surface in the audit log ("rest", "dashboard").
+func (s *Service) Claim(ctx context.Context, who auth.Identity, surface, poolID string) (Desktop, error) {
+	return s.claimFor(ctx, tasks.Origin{Actor: who.Actor(), Surface: surface}, who.Login, poolID)
 }
 
 // Assign claims a member of the pool for holder on an admin's behalf
@@ -258,8 +259,8 @@ func (s *Service) Desktops(ctx context.Context, who auth.Identity, all bool) ([]
 
 // Start starts a desktop for its holder or an admin; a running desktop
 // is left alone. It is audited as "vdi start".
-func (s *Service) Start(ctx context.Context, who auth.Identity, desktop string) (Desktop, error) {
-	spec := tasks.Spec{Action: "vdi start", Target: desktop, Origin: tasks.Origin{Actor: who.Actor(), Surface: "rest"}}
+func (s *Service) Start(ctx context.Context, who auth.Identity, surface, desktop string) (Desktop, error) {
+	spec := tasks.Spec{Action: "vdi start", Target: desktop, Origin: tasks.Origin{Actor: who.Actor(), Surface: surface}}
 	p, c, err := s.held(ctx, who, desktop)
 	if err != nil {
 		return Desktop{}, s.opts.Tasks.Refused(ctx, spec, err)
@@ -281,8 +282,8 @@ func (s *Service) Start(ctx context.Context, who auth.Identity, desktop string) 
 // the holder). A persistent member stops and keeps its disks; an
 // ephemeral one is destroyed and cloned again from the golden VM. If that
 // fails the claim stays, so the release can be sent again.
-func (s *Service) Release(ctx context.Context, who auth.Identity, desktop string) (store.Task, error) {
-	spec := tasks.Spec{Action: "vdi release", Target: desktop, Origin: tasks.Origin{Actor: who.Actor(), Surface: "rest"}}
+func (s *Service) Release(ctx context.Context, who auth.Identity, surface, desktop string) (store.Task, error) {
+	spec := tasks.Spec{Action: "vdi release", Target: desktop, Origin: tasks.Origin{Actor: who.Actor(), Surface: surface}}
 	p, c, err := s.held(ctx, who, desktop)
 	if err != nil {
 		return store.Task{}, s.opts.Tasks.Refused(ctx, spec, err)

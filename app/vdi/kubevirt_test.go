@@ -118,7 +118,7 @@ func TestKubeVirtPoolUpgradeFromV060(t *testing.T) {
 	carol := auth.Identity{Login: "carol@example.com", Via: auth.ViaTailscale}
 	got := map[string]string{}
 	for _, who := range []auth.Identity{bob, carol} {
-		d, err := svc.Claim(ctx, who, poolID)
+		d, err := svc.Claim(ctx, who, "rest", poolID)
 		if err != nil {
 			t.Fatalf("claim by %s: %v", who.Login, err)
 		}
@@ -135,11 +135,11 @@ func TestKubeVirtPoolUpgradeFromV060(t *testing.T) {
 		}
 	}
 	dave := auth.Identity{Login: "dave@example.com", Via: auth.ViaTailscale}
-	if _, err := svc.Claim(ctx, dave, poolID); !errors.Is(err, backends.ErrConflict) {
+	if _, err := svc.Claim(ctx, dave, "rest", poolID); !errors.Is(err, backends.ErrConflict) {
 		t.Fatalf("claim with no free member: %v", err)
 	}
 	// alice (the exact string of the label) adopts her v0.6.0 desktop.
-	d, err := svc.Claim(ctx, auth.Identity{Login: "alice", Via: auth.ViaTailscale}, poolID)
+	d, err := svc.Claim(ctx, auth.Identity{Login: "alice", Via: auth.ViaTailscale}, "rest", poolID)
 	if err != nil || d.ID != "vm/"+ns+"/desk-2" {
 		t.Fatalf("alice's adoption = %+v, %v", d, err)
 	}
@@ -147,7 +147,7 @@ func TestKubeVirtPoolUpgradeFromV060(t *testing.T) {
 		t.Fatalf("adopted Lease: %q %v", h, ok)
 	}
 	// bob releases: the Lease and the copy go.
-	tk, err := svc.Release(ctx, bob, "vm/"+ns+"/"+got[bob.Login])
+	tk, err := svc.Release(ctx, bob, "rest", "vm/"+ns+"/"+got[bob.Login])
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -73,7 +73,7 @@ func TestPoolsOnQEMU(t *testing.T) {
 	if len(p.Members) != 2 || p.Members[0].State != "stopped" {
 		t.Fatalf("pool = %+v", p)
 	}
-	d, err := svc.Claim(ctx, alice, "vm/-/desk")
+	d, err := svc.Claim(ctx, alice, "rest", "vm/-/desk")
 	if err != nil || d.StartError != "" || !d.Running {
 		t.Fatalf("claim = %+v, %v", d, err)
 	}
@@ -81,7 +81,7 @@ func TestPoolsOnQEMU(t *testing.T) {
 	if state(member) != backends.StateRunning {
 		t.Fatalf("%s is %s after the claim", member, state(member))
 	}
-	tk, err := svc.Release(ctx, alice, d.ID)
+	tk, err := svc.Release(ctx, alice, "rest", d.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,11 +94,11 @@ func TestPoolsOnQEMU(t *testing.T) {
 		t.Fatal(err)
 	}
 	before, _ := b.Get(ctx, ref("eph-1"))
-	if _, err := svc.Claim(ctx, bob, "vm/-/eph"); err != nil {
+	if _, err := svc.Claim(ctx, bob, "rest", "vm/-/eph"); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(time.Second) // the recreated member's creation time must differ
-	tk, err = svc.Release(ctx, bob, "vm/-/eph-1")
+	tk, err = svc.Release(ctx, bob, "rest", "vm/-/eph-1")
 	if err != nil {
 		t.Fatal(err)
 	}

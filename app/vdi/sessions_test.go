@@ -31,7 +31,7 @@ func (e *env) claimed(t *testing.T, svc *vdi.Service) bool {
 func TestReclaimAfterDisconnectGrace(t *testing.T) {
 	e := newEnv(t, vdi.Options{Grace: 15 * time.Minute})
 	e.pool(t, 1, false)
-	if _, err := e.svc.Claim(context.Background(), alice, "vm/-/desk"); err != nil {
+	if _, err := e.svc.Claim(context.Background(), alice, "rest", "vm/-/desk"); err != nil {
 		t.Fatal(err)
 	}
 	// Never connected through a console (a native client): no disconnect
@@ -88,7 +88,7 @@ func TestReclaimAfterDisconnectGrace(t *testing.T) {
 func TestReclaimAfterMaxSession(t *testing.T) {
 	e := newEnv(t, vdi.Options{Grace: 15 * time.Minute, MaxSession: 8 * time.Hour})
 	e.pool(t, 1, false)
-	if _, err := e.svc.Claim(context.Background(), alice, "vm/-/desk"); err != nil {
+	if _, err := e.svc.Claim(context.Background(), alice, "rest", "vm/-/desk"); err != nil {
 		t.Fatal(err)
 	}
 	e.clock.Set(t0.Add(time.Hour))
@@ -113,7 +113,7 @@ func TestReclaimAfterMaxSession(t *testing.T) {
 func TestReclaimFailureRetriesNextPass(t *testing.T) {
 	e := newEnv(t, vdi.Options{MaxSession: time.Hour})
 	e.pool(t, 1, false)
-	if _, err := e.svc.Claim(context.Background(), alice, "vm/-/desk"); err != nil {
+	if _, err := e.svc.Claim(context.Background(), alice, "rest", "vm/-/desk"); err != nil {
 		t.Fatal(err)
 	}
 	e.fail.Set("power", 0)
@@ -136,10 +136,10 @@ func TestRestartDoesNotReclaim(t *testing.T) {
 	e := newEnv(t, opts)
 	ctx := context.Background()
 	e.pool(t, 2, false)
-	if _, err := e.svc.Claim(ctx, alice, "vm/-/desk"); err != nil {
+	if _, err := e.svc.Claim(ctx, alice, "rest", "vm/-/desk"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.svc.Claim(ctx, bob, "vm/-/desk"); err != nil {
+	if _, err := e.svc.Claim(ctx, bob, "rest", "vm/-/desk"); err != nil {
 		t.Fatal(err)
 	}
 	bobRef := backends.InstanceRef{Backend: backends.KindSim, Context: "lab", Name: "desk-2"}

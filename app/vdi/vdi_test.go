@@ -187,7 +187,7 @@ func TestPoolCreateListDelete(t *testing.T) {
 	if err != nil || len(pools) != 1 {
 		t.Fatalf("pools = %+v, %v", pools, err)
 	}
-	if _, err := e.svc.Claim(ctx, alice, "vm/-/desk"); err != nil {
+	if _, err := e.svc.Claim(ctx, alice, "rest", "vm/-/desk"); err != nil {
 		t.Fatal(err)
 	}
 	if err := e.svc.DeletePool(ctx, admin, "vm/-/desk"); err != nil {
@@ -229,30 +229,30 @@ func TestClaimStartRelease(t *testing.T) {
 	e := newEnv(t, vdi.Options{})
 	ctx := context.Background()
 	e.pool(t, 2, false)
-	d, err := e.svc.Claim(ctx, alice, "vm/-/desk")
+	d, err := e.svc.Claim(ctx, alice, "rest", "vm/-/desk")
 	if err != nil {
 		t.Fatalf("claim: %v", err)
 	}
 	if d.Owner != alice.Login || !d.Running || d.Phase != "Running" || d.PoolID != "vm/-/desk" || d.SessionID == "" || d.StartError != "" {
 		t.Fatalf("desktop = %+v", d)
 	}
-	again, err := e.svc.Claim(ctx, alice, "vm/-/desk")
+	again, err := e.svc.Claim(ctx, alice, "rest", "vm/-/desk")
 	if err != nil || again.ID != d.ID || again.SessionID != d.SessionID {
 		t.Fatalf("retry = %+v, %v; want the same desktop", again, err)
 	}
-	db, err := e.svc.Claim(ctx, bob, "vm/-/desk")
+	db, err := e.svc.Claim(ctx, bob, "rest", "vm/-/desk")
 	if err != nil || db.ID == d.ID {
 		t.Fatalf("bob = %+v, %v", db, err)
 	}
 	carol := auth.Identity{Login: "carol@example.com", Via: auth.ViaOIDC}
-	if _, err := e.svc.Claim(ctx, carol, "vm/-/desk"); !errors.Is(err, backends.ErrConflict) {
+	if _, err := e.svc.Claim(ctx, carol, "rest", "vm/-/desk"); !errors.Is(err, backends.ErrConflict) {
 		t.Fatalf("claim of a full pool: %v, want Conflict", err)
 	}
 	// Holder or admin.
 	if _, err := e.svc.Desktop(ctx, bob, d.ID); !errors.Is(err, backends.ErrForbidden) {
 		t.Fatalf("bob reading alice's desktop: %v, want Forbidden", err)
 	}
-	if _, err := e.svc.Release(ctx, bob, d.ID); !errors.Is(err, backends.ErrForbidden) {
+	if _, err := e.svc.Release(ctx, bob, "rest", d.ID); !errors.Is(err, backends.ErrForbidden) {
 		t.Fatalf("bob releasing alice's desktop: %v, want Forbidden", err)
 	}
 	if got, err := e.svc.Desktop(ctx, boss, d.ID); err != nil || got.Owner != alice.Login {
@@ -272,7 +272,7 @@ func TestClaimStartRelease(t *testing.T) {
 		t.Fatalf("pools = %+v", ps)
 	}
 	// alice releases: the member stops, the claim ends, carol gets it.
-	tk, err := e.svc.Release(ctx, alice, d.ID)
+	tk, err := e.svc.Release(ctx, alice, "rest", d.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -286,12 +286,12 @@ func TestClaimStartRelease(t *testing.T) {
 	if _, err := e.svc.Desktop(ctx, alice, d.ID); !errors.Is(err, backends.ErrNotFound) {
 		t.Fatalf("released desktop: %v, want NotFound", err)
 	}
-	dc, err := e.svc.Claim(ctx, carol, "vm/-/desk")
+	dc, err := e.svc.Claim(ctx, carol, "rest", "vm/-/desk")
 	if err != nil || dc.ID != d.ID || dc.SessionID == d.SessionID {
 		t.Fatalf("carol = %+v, %v; want alice's old desktop in a new session", dc, err)
 	}
 	// An admin releases bob's desktop: a force-release naming bob.
-	tk, err = e.svc.Release(ctx, boss, db.ID)
+	tk, err = e.svc.Release(ctx, boss, "rest", db.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -314,7 +314,7 @@ func TestClaimKeepsDesktopWhenStartFails(t *testing.T) {
 	ctx := context.Background()
 	e.pool(t, 2, false)
 	e.fail.Set("power", 0)
-	d, err := e.svc.Claim(ctx, alice, "vm/-/desk")
+	d, err := e.svc.Claim(ctx, alice, "rest", "vm/-/desk")
 	if err != nil {
 		t.Fatalf("a claim whose start fails still succeeds: %v", err)
 	}
@@ -324,14 +324,14 @@ func TestClaimKeepsDesktopWhenStartFails(t *testing.T) {
 	if strings.Contains(d.StartError, "injected") {
 		t.Errorf("startError carries the backend's text: %q", d.StartError)
 	}
-	if db, err := e.svc.Claim(ctx, bob, "vm/-/desk"); err != nil || db.ID == d.ID {
+	if db, err := e.svc.Claim(ctx, bob, "rest", "vm/-/desk"); err != nil || db.ID == d.ID {
 		t.Fatalf("bob got %+v, %v; alice keeps hers", db, err)
 	}
-	if _, err := e.svc.Start(ctx, alice, d.ID); err == nil {
+	if _, err := e.svc.Start(ctx, alice, "rest", d.ID); err == nil {
 		t.Fatal("start succeeded while the backend fails")
 	}
 	e.fail.Clear("power")
-	got, err := e.svc.Start(ctx, alice, d.ID)
+	got, err := e.svc.Start(ctx, alice, "rest", d.ID)
 	if err != nil || !got.Running {
 		t.Fatalf("retried start = %+v, %v", got, err)
 	}
@@ -344,9 +344,9 @@ func TestReleaseFailureKeepsClaim(t *testing.T) {
 	e := newEnv(t, vdi.Options{})
 	ctx := context.Background()
 	e.pool(t, 1, false)
-	d, _ := e.svc.Claim(ctx, alice, "vm/-/desk")
+	d, _ := e.svc.Claim(ctx, alice, "rest", "vm/-/desk")
 	e.fail.Set("power", 0)
-	tk, _ := e.svc.Release(ctx, alice, d.ID)
+	tk, _ := e.svc.Release(ctx, alice, "rest", d.ID)
 	if done := e.waitTask(t, tk.ID); done.Status != store.TaskError {
 		t.Fatalf("release with a failing stop = %+v", done)
 	}
@@ -354,7 +354,7 @@ func TestReleaseFailureKeepsClaim(t *testing.T) {
 		t.Fatalf("after a failed release: %+v, %v; alice keeps it", got, err)
 	}
 	e.fail.Clear("power")
-	tk, _ = e.svc.Release(ctx, alice, d.ID)
+	tk, _ = e.svc.Release(ctx, alice, "rest", d.ID)
 	if done := e.waitTask(t, tk.ID); done.Status != store.TaskDone {
 		t.Fatalf("retried release = %+v", done)
 	}
@@ -364,13 +364,13 @@ func TestEphemeralReleaseRecreates(t *testing.T) {
 	e := newEnv(t, vdi.Options{})
 	ctx := context.Background()
 	e.pool(t, 1, true)
-	d, _ := e.svc.Claim(ctx, alice, "vm/-/desk")
+	d, _ := e.svc.Claim(ctx, alice, "rest", "vm/-/desk")
 	ref := backends.InstanceRef{Backend: backends.KindSim, Context: "lab", Name: "desk-1"}
 	if err := e.lab.SetTag(ctx, ref, "dirty", true); err != nil {
 		t.Fatal(err)
 	}
 	e.clock.Set(t0.Add(time.Hour))
-	tk, _ := e.svc.Release(ctx, alice, d.ID)
+	tk, _ := e.svc.Release(ctx, alice, "rest", d.ID)
 	if done := e.waitTask(t, tk.ID); done.Status != store.TaskDone {
 		t.Fatalf("release = %+v", done)
 	}
@@ -381,7 +381,7 @@ func TestEphemeralReleaseRecreates(t *testing.T) {
 	if len(in.Tags) != 0 || in.State != backends.StateStopped || !in.Created.Equal(t0.Add(time.Hour)) {
 		t.Fatalf("member after release = %+v; want a fresh clone of the golden VM", in)
 	}
-	if db, err := e.svc.Claim(ctx, bob, "vm/-/desk"); err != nil || db.ID != d.ID {
+	if db, err := e.svc.Claim(ctx, bob, "rest", "vm/-/desk"); err != nil || db.ID != d.ID {
 		t.Fatalf("bob = %+v, %v", db, err)
 	}
 }

@@ -33,7 +33,7 @@ func (v vdiAPI) pools(w http.ResponseWriter, r *http.Request) error {
 // claim answers POST /api/vdi/pools/{kind}/{ns}/{pool}/claim: a member
 // for the caller, started; the one the caller holds on a retry.
 func (v vdiAPI) claim(w http.ResponseWriter, r *http.Request) error {
-	d, err := v.VDI.Claim(r.Context(), middleware.IdentityFrom(r.Context()), pathID(r, "pool"))
+	d, err := v.VDI.Claim(r.Context(), middleware.IdentityFrom(r.Context()), "rest", pathID(r, "pool"))
 	if err != nil {
 		return err
 	}
@@ -69,7 +69,7 @@ func (v vdiAPI) desktop(w http.ResponseWriter, r *http.Request) error {
 // start answers POST .../start: the desktop started (a running one is
 // left alone).
 func (v vdiAPI) start(w http.ResponseWriter, r *http.Request) error {
-	d, err := v.VDI.Start(r.Context(), middleware.IdentityFrom(r.Context()), pathID(r, "member"))
+	d, err := v.VDI.Start(r.Context(), middleware.IdentityFrom(r.Context()), "rest", pathID(r, "member"))
 	if err != nil {
 		return err
 	}
@@ -86,7 +86,7 @@ type releaseJSON struct {
 // release answers POST .../release: 202 with the task of the release.
 func (v vdiAPI) release(w http.ResponseWriter, r *http.Request) error {
 	id := pathID(r, "member")
-	t, err := v.VDI.Release(r.Context(), middleware.IdentityFrom(r.Context()), id)
+	t, err := v.VDI.Release(r.Context(), middleware.IdentityFrom(r.Context()), "rest", id)
 	if err != nil {
 		return err
 	}
