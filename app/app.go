@@ -196,7 +196,7 @@ func (a *App) routes(assets *static.Assets) http.Handler {
 				Folders: folders.New(a.Store, a.Fleet, a.Tasks, a.Instances, folders.Options{}), VDI: a.vdiBroker()})
 		})
 		ui.Mount(r, ui.Deps{Instances: a.Instances, Fleet: a.Fleet, Tasks: a.Tasks, Assets: assets, Log: a.log,
-			Policy: a.policy, Audit: a.auditor, Sessions: a.sessions, OIDC: a.oidc, PVE: a.PVE})
+			Policy: a.policy, Audit: a.auditor, Sessions: a.sessions, OIDC: a.oidc, PVE: a.PVE, VDI: a.vdiBroker()})
 	})
 	return r
 }
