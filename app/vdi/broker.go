@@ -104,35 +104,62 @@ func (s *Service) claimFor(ctx context.Context, o tasks.Origin, holder, poolID s
 	if err != nil {
 		return Desktop{}, s.opts.Tasks.Refused(ctx, spec, err)
 	}
-	var out Desktop
-	_, err = s.opts.Tasks.Do(ctx, spec, func(ctx context.Context, r *tasks.Run) error {
-		c, err := s.acquire(ctx, p, holder)
-		if err != nil {
-			return err
+	c, err := s.acquire(ctx, p, holder)
+	if err != nil {
+		return Desktop{}, s.audit(ctx, spec, err, "")
+	}
+	_, ref, _ := p.member(c.Desktop)
+	var startErr error
+	if p.kubevirt() {
+		startErr = s.markAssigned(ctx, ref, holder, c.Acquired)
+	}
+	if startErr == nil {
+		startErr = s.power(ctx, p.b, ref, backends.ActionStart)
+	}
+	out := s.view(ctx, p, c)
+	detail := holder + " holds " + c.Desktop.String() + " (session " + c.Session + ")"
+	if startErr != nil {
+		// The claim stays: a second user must not get a desktop that is
+		// half set up, and the holder can retry the start.
+		out.StartError = backends.SafeMessage(startErr)
+		if out.StartError == "" {
+			out.StartError = "the desktop did not start; start it again"
 		}
-		r.Logf("%s holds %s (session %s)", holder, c.Desktop, c.Session)
-		_, ref, _ := p.member(c.Desktop)
-		var startErr error
-		if p.kubevirt() {
-			startErr = s.markAssigned(ctx, ref, holder, c.Acquired)
-		}
-		if startErr == nil {
-			startErr = s.power(ctx, p.b, ref, backends.ActionStart)
-		}
-		out = s.view(ctx, p, c)
-		if startErr != nil {
-			// The claim stays: a second user must not get a desktop that is
-			// half set up, and the holder can retry the start.
-			out.StartError = backends.SafeMessage(startErr)
-			if out.StartError == "" {
-				out.StartError = "the desktop did not start; start it again"
+		s.opts.Log.Warn("vdi: start after claim failed", "desktop", c.Desktop.String(), "err", startErr)
+		detail += "; start failed: " + out.StartError
+	}
+	s.audit(ctx, spec, nil, detail)
+	return out, nil
+}
+
+// audit writes the audit row of a claim or a start, which are quick and
+// synchronous: a row, not a task (a task would cost four writes per
+// claim in a burst of claims). It returns err.
+func (s *Service) audit(ctx context.Context, spec tasks.Spec, err error, detail string) error {
+	outcome := tasks.OutcomeOK
+	if err != nil {
+		outcome = tasks.OutcomeError
+		for _, k := range []error{backends.ErrInvalid, backends.ErrUnsupported, backends.ErrConflict, backends.ErrNotFound, backends.ErrForbidden} {
+			if errors.Is(err, k) {
+				outcome = tasks.OutcomeRefused
 			}
-			s.opts.Log.Warn("vdi: start after claim failed", "desktop", c.Desktop.String(), "err", startErr)
-			r.Logf("start failed: %s", out.StartError)
 		}
-		return nil
-	})
-	return out, err
+		detail = backends.SafeMessage(err)
+		if detail == "" {
+			detail = "the operation failed; the server log has the cause"
+		}
+	}
+	// Under the claim store's write lock: SQLite takes one writer at a
+	// time, and two writers of this process would meet in its busy
+	// handler, which sleeps.
+	s.sql.mu.Lock()
+	_, aerr := s.opts.Store.AppendAudit(context.WithoutCancel(ctx), store.AuditEntry{At: s.now(), Actor: spec.Actor, Surface: spec.Surface,
+		Action: spec.Action, Target: spec.Target, Outcome: outcome, Detail: detail})
+	s.sql.mu.Unlock()
+	if aerr != nil {
+		s.opts.Log.Error("vdi: audit row lost", "action", spec.Action, "target", spec.Target, "err", aerr)
+	}
+	return err
 }
 
 // acquire returns holder's claim on a member of p: the one holder
@@ -140,7 +167,8 @@ func (s *Service) claimFor(ctx context.Context, o tasks.Origin, holder, poolID s
 // with holder (adopted), else a free member through the picker.
 func (s *Service) acquire(ctx context.Context, p *pool, holder string) (Claim, error) {
 	now := s.now()
-	claims, err := p.claims.List(ctx, p.id.Kind, p.id.Namespace, p.id.Pool)
+	// Read through the picker: a burst of claims reads the pool once.
+	claims, _, err := s.picker.list(ctx, p.claims, p.id)
 	if err != nil {
 		return Claim{}, err
 	}
@@ -265,16 +293,12 @@ func (s *Service) Start(ctx context.Context, who auth.Identity, surface, desktop
 	if err != nil {
 		return Desktop{}, s.opts.Tasks.Refused(ctx, spec, err)
 	}
-	var out Desktop
-	_, err = s.opts.Tasks.Do(ctx, spec, func(ctx context.Context, r *tasks.Run) error {
-		_, ref, _ := p.member(c.Desktop)
-		if err := s.power(ctx, p.b, ref, backends.ActionStart); err != nil {
-			return err
-		}
-		out = s.view(ctx, p, c)
-		return nil
-	})
-	return out, err
+	_, ref, _ := p.member(c.Desktop)
+	if err := s.power(ctx, p.b, ref, backends.ActionStart); err != nil {
+		return Desktop{}, s.audit(ctx, spec, err, "")
+	}
+	s.audit(ctx, spec, nil, "started "+ref.Name)
+	return s.view(ctx, p, c), nil
 }
 
 // Release gives a desktop back as a task: "vdi release" by its holder,

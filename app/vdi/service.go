@@ -29,6 +29,7 @@ type Store interface {
 	VDIPool(ctx context.Context, id string) (store.VDIPool, error)
 	VDIMemberByRef(ctx context.Context, ref string) (store.VDIMember, error)
 	DeleteVDIPool(ctx context.Context, id string) error
+	AppendAudit(ctx context.Context, e store.AuditEntry) (store.AuditEntry, error)
 }
 
 // Kube returns the clients of a KubeVirt context: the typed one for
@@ -71,6 +72,7 @@ type Service struct {
 	// opLocks serializes the changes of one desktop in this process
 	// (a release and a reclaim of the same desktop).
 	opLocks map[DesktopID]*sync.Mutex
+	loads   flight[store.VDIPool]
 }
 
 // New returns the VDI service.
@@ -135,9 +137,12 @@ func (p *pool) kubevirt() bool {
 	return p.golden.Backend == backends.KindKubeVirt && p.golden.Peer == ""
 }
 
-// load returns the pool with its backend and claim store.
+// load returns the pool with its backend and claim store. Concurrent
+// loads of one pool share one read.
 func (s *Service) load(ctx context.Context, id PoolID) (*pool, error) {
-	row, err := s.opts.Store.VDIPool(ctx, id.String())
+	row, err := s.loads.do(id.String(), func() (store.VDIPool, error) {
+		return s.opts.Store.VDIPool(context.WithoutCancel(ctx), id.String())
+	})
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, backends.NotFoundf("pool %s does not exist", id)
 	}
@@ -221,4 +226,38 @@ func (s *Service) power(ctx context.Context, b backends.Backend, ref backends.In
 		}
 	}
 	return err
+}
+
+// flight runs one call per key at a time and gives its result to every
+// caller that asked while it ran.
+type flight[T any] struct {
+	mu    sync.Mutex
+	calls map[string]*flightCall[T]
+}
+
+type flightCall[T any] struct {
+	done chan struct{}
+	v    T
+	err  error
+}
+
+func (f *flight[T]) do(key string, fn func() (T, error)) (T, error) {
+	f.mu.Lock()
+	if c, ok := f.calls[key]; ok {
+		f.mu.Unlock()
+		<-c.done
+		return c.v, c.err
+	}
+	if f.calls == nil {
+		f.calls = map[string]*flightCall[T]{}
+	}
+	c := &flightCall[T]{done: make(chan struct{})}
+	f.calls[key] = c
+	f.mu.Unlock()
+	c.v, c.err = fn()
+	f.mu.Lock()
+	delete(f.calls, key)
+	f.mu.Unlock()
+	close(c.done)
+	return c.v, c.err
 }

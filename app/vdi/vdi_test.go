@@ -62,7 +62,7 @@ func (f *failer) check(op string) error {
 
 const golden = "sim/lab/-/gold"
 
-func newEnv(t *testing.T, opts vdi.Options) *env {
+func newEnv(t testing.TB, opts vdi.Options) *env {
 	t.Helper()
 	e := &env{st: openStore(t), clock: &clock{t: t0}, fail: &failer{ops: map[string]int{}}}
 	e.lab = sim.New(sim.Options{Context: "lab", Fail: e.fail.check, Now: e.clock.Now})
