@@ -52,6 +52,8 @@ commands:
                               create a Proxmox API token; prints USER@REALM!TOKENID=SECRET once
   pve token revoke USER@REALM TOKENID
   pve token list [USER@REALM]
+  vdi pool create|list|delete, vdi assign|unassign
+                              administer VDI pools (corral vdi for details)
   version                     print the version
 `
 
@@ -102,6 +104,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return pveCmd(ctx, args[1:], out)
 	case "schedule":
 		return scheduleCmd(ctx, args[1:], out)
+	case "vdi":
+		return vdiCmd(ctx, args[1:], out)
 	case "help", "-h", "--help":
 		fmt.Fprint(out, usage)
 		return nil

@@ -29,6 +29,7 @@ import (
 	apppve "github.com/corral-dev/corral/app/pve"
 	"github.com/corral-dev/corral/app/schedule"
 	"github.com/corral-dev/corral/app/tasks"
+	"github.com/corral-dev/corral/app/vdi"
 	"github.com/corral-dev/corral/handlers/api"
 	"github.com/corral-dev/corral/handlers/console"
 	"github.com/corral-dev/corral/handlers/middleware"
@@ -64,6 +65,9 @@ type App struct {
 	resolver *auth.Resolver
 	sessions *scs.SessionManager // nil without OIDC
 	oidc     *auth.OIDC          // nil without OIDC
+
+	// VDI is the desktop pools and broker (app/vdi.go).
+	VDI *vdi.Service
 }
 
 // New builds the application: it opens the store (applying migrations),
@@ -101,6 +105,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	a.Folders = folders.New(st, a.Fleet, a.Tasks, a.Instances, folders.Options{})
 	a.Move = move.New(a.Fleet, a.Tasks, move.Options{Registry: st, Logger: log})
 	a.buildSchedules()
+	a.buildVDI()
 	if err := a.buildAuth(); err != nil {
 		a.Close()
 		return nil, err
@@ -183,8 +188,12 @@ func (a *App) routes(assets *static.Assets) http.Handler {
 			r.Use(a.sessions.LoadAndSave)
 		}
 		r.Use(middleware.Identify(a.resolver))
-		console.Mount(r, console.Deps{Fleet: a.Fleet, Instances: a.Instances, Assets: assets, Log: a.log,
-			Authorize: consoles.RequirePrivileged()})
+		cd := console.Deps{Fleet: a.Fleet, Instances: a.Instances, Assets: assets, Log: a.log,
+			Authorize: consoles.RequirePrivileged()}
+		if b := a.vdiBroker(); b != nil {
+			cd.Sessions = b
+		}
+		console.Mount(r, cd)
 	})
 	r.Group(func(r chi.Router) {
 		if a.sessions != nil {
@@ -195,11 +204,11 @@ func (a *App) routes(assets *static.Assets) http.Handler {
 		api.MountHealth(r, api.HealthDeps{Store: a.Store})
 		r.Route("/api", func(r chi.Router) {
 			api.Mount(r, api.Deps{Instances: a.Instances, Fleet: a.Fleet, Tasks: a.Tasks, Log: a.log, Policy: a.policy, Audit: a.auditor, PVE: a.PVE,
-				Folders: a.Folders, Move: a.Move, Schedules: a.Schedules})
+				Folders: a.Folders, Move: a.Move, Schedules: a.Schedules, VDI: a.vdiBroker()})
 		})
 		ui.Mount(r, ui.Deps{Instances: a.Instances, Fleet: a.Fleet, Tasks: a.Tasks, Assets: assets, Log: a.log,
 			Policy: a.policy, Audit: a.auditor, Sessions: a.sessions, OIDC: a.oidc, PVE: a.PVE,
-			Folders: a.Folders, Move: a.Move, Schedules: a.Schedules})
+			Folders: a.Folders, Move: a.Move, Schedules: a.Schedules, VDI: a.vdiBroker()})
 	})
 	return r
 }
@@ -214,6 +223,9 @@ func (a *App) Start(ctx context.Context) {
 	a.cancel = cancel
 	go a.Fleet.Run(ctx)
 	go a.runSchedules(ctx)
+	if b := a.vdiBroker(); b != nil {
+		go b.Run(ctx)
+	}
 	if a.sessions != nil {
 		go a.expireSessions(ctx, 10*time.Minute)
 	}

@@ -43,6 +43,8 @@ type Config struct {
 	// Auth is identity and access: the admin allowlist, auth-required,
 	// trusted proxies, tailscaled, OIDC sign-in and the peer token.
 	Auth auth.Config
+	// VDI is the desktop broker (CORRAL_VDI_*; see app/vdi.go).
+	VDI VDIConfig
 }
 
 // listFlag collects a repeated flag.
@@ -150,5 +152,8 @@ func ParseServe(args []string, getenv func(string) string) (Config, error) {
 		}
 	}
 	cfg.Libvirt = libvirt
+	if cfg.VDI, err = parseVDI(getenv); err != nil {
+		return cfg, err
+	}
 	return cfg, nil
 }

@@ -134,6 +134,7 @@ func TestAccessTable(t *testing.T) {
 			cfg := app.Config{DataDir: t.TempDir(), Demo: true, DemoSize: 9, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 			cfg.Auth.PeerToken = peerToken
 			cfg.Auth.Required = m.required
+			cfg.VDI.Broker = true // the broker's /api/vdi/ routes (auth.User) are in the table
 			cfg.Auth.TrustedProxies, _ = auth.ParsePrefixes("127.0.0.1")
 			if m.allowlist {
 				cfg.Auth.Admins = []string{"alice@example.com"}

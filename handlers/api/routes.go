@@ -17,6 +17,7 @@ import (
 	apppve "github.com/corral-dev/corral/app/pve"
 	"github.com/corral-dev/corral/app/schedule"
 	"github.com/corral-dev/corral/app/tasks"
+	"github.com/corral-dev/corral/app/vdi"
 	"github.com/corral-dev/corral/handlers/middleware"
 )
 
@@ -38,6 +39,8 @@ type Deps struct {
 	Move *move.Service
 	// Schedules manages power and snapshot schedules (nil: those routes answer 404).
 	Schedules *schedule.Service
+	// VDI is the desktop broker (nil, CORRAL_VDI_BROKER off: /vdi/ answers 404).
+	VDI *vdi.Service
 }
 
 type handler struct {
@@ -52,6 +55,9 @@ type handler struct {
 //	            CORRAL_AUTH_REQUIRED is off)
 //	Admin       changes: admins (everyone in open mode) and the peer token
 //	Privileged  GETs as strong as a change: downloading a disk
+//	User        the VDI broker's self-service routes: signed-in persons,
+//	            not anonymous callers (401) nor the peer token (403);
+//	            holder-or-admin is checked by the broker per desktop
 func Mount(r chi.Router, d Deps) {
 	if d.Log == nil {
 		d.Log = slog.Default()
@@ -105,6 +111,15 @@ func Mount(r chi.Router, d Deps) {
 	route(http.MethodDelete, "/schedules/{id}", auth.Admin, sa.delete)
 	route(http.MethodPost, "/schedules/{id}/enable", auth.Admin, sa.enable(true))
 	route(http.MethodPost, "/schedules/{id}/disable", auth.Admin, sa.enable(false))
+	if d.VDI != nil { // the broker (CORRAL_VDI_BROKER=1); off, every /vdi/ route answers 404
+		v := vdiAPI{h}
+		route(http.MethodGet, "/vdi/pools", auth.User, v.pools)
+		route(http.MethodPost, "/vdi/pools/{kind}/{ns}/{pool}/claim", auth.User, v.claim)
+		route(http.MethodGet, "/vdi/desktops", auth.User, v.desktops)
+		route(http.MethodGet, "/vdi/desktops/{kind}/{ns}/{member}", auth.User, v.desktop)
+		route(http.MethodPost, "/vdi/desktops/{kind}/{ns}/{member}/start", auth.User, v.start)
+		route(http.MethodPost, "/vdi/desktops/{kind}/{ns}/{member}/release", auth.User, v.release)
+	}
 	route(http.MethodGet, "/tasks/{id}", auth.Read, h.taskGet)
 	route(http.MethodGet, "/tasklog", auth.Read, h.taskLog)
 	// Unknown routes answer 404/405 in JSON, except to callers refused

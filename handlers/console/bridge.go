@@ -208,6 +208,7 @@ func (s *server) vnc(w http.ResponseWriter, r *http.Request) error {
 		return nil // Accept has answered
 	}
 	c.SetReadLimit(readLimit)
+	defer s.opened(t.ref)()
 	s.Log.Debug("console: vnc viewer connected", "ref", t.ref.String())
 
 	ctx, stop := context.WithCancel(r.Context())

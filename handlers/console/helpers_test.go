@@ -204,6 +204,7 @@ type rig struct {
 type rigOptions struct {
 	history   string
 	authorize func(http.Handler) http.Handler
+	sessions  console.SessionHook
 }
 
 func newRig(t *testing.T, o rigOptions) *rig {
@@ -241,7 +242,7 @@ func newRig(t *testing.T, o rigOptions) *rig {
 	}
 	r := chi.NewRouter()
 	r.Handle(static.Prefix+"*", a.Handler())
-	console.Mount(r, console.Deps{Fleet: f, Instances: instances.New(f, nil, nil, log), Assets: a, Log: log, Authorize: o.authorize})
+	console.Mount(r, console.Deps{Fleet: f, Instances: instances.New(f, nil, nil, log), Assets: a, Log: log, Authorize: o.authorize, Sessions: o.sessions})
 	srv := httptest.NewServer(r)
 	t.Cleanup(srv.Close)
 	return &rig{

@@ -34,6 +34,9 @@ type Deps struct {
 	// Authorize guards every console route (the admin check); nil lets
 	// every caller through.
 	Authorize func(http.Handler) http.Handler
+	// Sessions, when set, is told of each viewer that opens and closes
+	// (the VDI broker's session count).
+	Sessions SessionHook
 }
 
 // server holds the dependencies of every handler of the surface.

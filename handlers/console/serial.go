@@ -237,6 +237,7 @@ func (s *server) serial(w http.ResponseWriter, r *http.Request) error {
 		return nil // Accept has answered
 	}
 	c.SetReadLimit(readLimit)
+	defer s.opened(t.ref)()
 
 	ctx, stop := context.WithCancel(r.Context())
 	defer stop()

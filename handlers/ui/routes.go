@@ -18,6 +18,7 @@ import (
 	apppve "github.com/corral-dev/corral/app/pve"
 	"github.com/corral-dev/corral/app/schedule"
 	"github.com/corral-dev/corral/app/tasks"
+	"github.com/corral-dev/corral/app/vdi"
 	"github.com/corral-dev/corral/handlers/middleware"
 	"github.com/corral-dev/corral/static"
 )
@@ -46,6 +47,8 @@ type Deps struct {
 	Move *move.Service
 	// Schedules manages power and snapshot schedules (nil: those pages answer 404).
 	Schedules *schedule.Service
+	// VDI is the desktop broker (nil, CORRAL_VDI_BROKER off: /desktops is a 404).
+	VDI *vdi.Service
 }
 
 // server holds the dependencies of every handler of the surface.
@@ -58,6 +61,8 @@ type server struct {
 //	Public  the sign-in flow: it must answer before there is an identity
 //	Read    pages; anonymous callers only while CORRAL_AUTH_REQUIRED is off
 //	Admin   every POST that changes an instance
+//	User    the desktops page: signed-in persons; the broker checks
+//	        holder-or-admin per desktop
 //
 // Static files are served by Assets.Handler, mounted by the caller under
 // static.Prefix.
@@ -93,6 +98,12 @@ func Mount(r chi.Router, d Deps) {
 	route(http.MethodGet, "/schedules", auth.Read, s.schedules)
 	route(http.MethodPost, "/schedules", auth.Admin, s.scheduleCreate)
 	route(http.MethodPost, "/schedules/{id}/{op}", auth.Admin, s.scheduleChange) // enable, disable, delete
+	if d.VDI != nil {                                                            // the broker (CORRAL_VDI_BROKER=1)
+		route(http.MethodGet, "/desktops", auth.User, s.desktops)
+		route(http.MethodPost, "/desktops/claim", auth.User, s.desktopClaim)
+		route(http.MethodPost, "/desktops/start", auth.User, s.desktopStart)
+		route(http.MethodPost, "/desktops/release", auth.User, s.desktopRelease)
+	}
 	// Canonical refs contain slashes, so /vm/ takes the rest of the path:
 	// GET /vm/{ref} (the page), GET /vm/{ref}/delete (the confirmation,
 	// refused to non-admins by its handler), POST /vm/{ref}/{action} (a

@@ -1,0 +1,115 @@
+package app
+
+import (
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/corral-dev/corral/app/vdi"
+)
+
+// VDIConfig is the desktop broker's configuration (spec/vdi.md).
+type VDIConfig struct {
+	// Broker serves /api/vdi/ and runs the reclaim policy
+	// (CORRAL_VDI_BROKER=1); off, every /api/vdi/ route answers 404.
+	Broker bool
+	// Grace is the disconnect grace (CORRAL_VDI_DISCONNECT_GRACE, default
+	// 15m; 0 turns disconnect reclaim off).
+	Grace time.Duration
+	// MaxSession is the maximum age of a claim (CORRAL_VDI_MAX_SESSION;
+	// default 0: none).
+	MaxSession time.Duration
+}
+
+// parseVDI reads the CORRAL_VDI_* variables.
+func parseVDI(getenv func(string) string) (VDIConfig, error) {
+	c := VDIConfig{Grace: vdi.DefaultGrace}
+	if v := getenv("CORRAL_VDI_BROKER"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return c, fmt.Errorf("CORRAL_VDI_BROKER=%q: accepted are 1, 0, true, false", v)
+		}
+		c.Broker = b
+	}
+	for _, d := range []struct {
+		name string
+		dst  *time.Duration
+	}{{"CORRAL_VDI_DISCONNECT_GRACE", &c.Grace}, {"CORRAL_VDI_MAX_SESSION", &c.MaxSession}} {
+		v := getenv(d.name)
+		if v == "" {
+			continue
+		}
+		t, err := time.ParseDuration(v)
+		if err != nil || t < 0 {
+			return c, fmt.Errorf("%s=%q: accepted is a duration such as 15m or 8h, or 0 for none", d.name, v)
+		}
+		*d.dst = t
+	}
+	return c, nil
+}
+
+// buildVDI builds the VDI core. The CLI uses it whether or not the broker
+// is on; `corral serve` mounts the broker and runs its policy only with
+// CORRAL_VDI_BROKER=1.
+func (a *App) buildVDI() {
+	a.VDI = vdi.New(vdi.Options{Fleet: a.Fleet, Tasks: a.Tasks, Store: a.Store, Kube: a.kubeClients(),
+		Grace: a.cfg.VDI.Grace, MaxSession: a.cfg.VDI.MaxSession, Log: a.log})
+}
+
+// vdiBroker returns the broker for the routes, nil when it is off.
+func (a *App) vdiBroker() *vdi.Service {
+	if !a.cfg.VDI.Broker {
+		return nil
+	}
+	return a.VDI
+}
+
+// kubeClients returns the Kubernetes clients of KubeVirt contexts by
+// name, built once each from the kubeconfig the contexts come from (or
+// the pod's ServiceAccount for "in-cluster"), for the VDI's Leases and
+// member labels.
+func (a *App) kubeClients() vdi.Kube {
+	type clients struct {
+		kube kubernetes.Interface
+		dyn  dynamic.Interface
+	}
+	var mu sync.Mutex
+	cache := map[string]clients{}
+	return func(name string) (kubernetes.Interface, dynamic.Interface, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if c, ok := cache[name]; ok {
+			return c.kube, c.dyn, nil
+		}
+		var cfg *rest.Config
+		var err error
+		if name == "in-cluster" {
+			cfg, err = rest.InClusterConfig()
+		} else {
+			rules := &clientcmd.ClientConfigLoadingRules{ExplicitPath: a.cfg.Kubeconfig}
+			cfg, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: name}).ClientConfig()
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("app: kubernetes context %s: %w", name, err)
+		}
+		cfg = rest.CopyConfig(cfg)
+		cfg.UserAgent = "corral-vdi"
+		cfg.QPS, cfg.Burst = 50, 100
+		kube, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return nil, nil, err
+		}
+		dyn, err := dynamic.NewForConfig(cfg)
+		if err != nil {
+			return nil, nil, err
+		}
+		cache[name] = clients{kube, dyn}
+		return kube, dyn, nil
+	}
+}

@@ -1,0 +1,84 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/corral-dev/corral/backends"
+	"github.com/corral-dev/corral/backends/qemu"
+	"github.com/corral-dev/corral/backends/qemu/qemutest"
+)
+
+// TestVDICommands drives `corral vdi` against the local QEMU context of
+// the database the commands use: a golden VM made beside it, a pool of
+// two clones, an assignment that starts a member, an unassign that stops
+// it, and the pool's delete.
+func TestVDICommands(t *testing.T) {
+	qemutest.Tools(t)
+	dir := t.TempDir()
+	t.Setenv("CORRAL_DATA", dir)
+	t.Setenv("CORRAL_KUBECONFIG", filepath.Join(dir, "no-kubeconfig"))
+	t.Setenv("CORRAL_ACCEL", "tcg")
+	ctx := context.Background()
+	b, err := qemu.New(qemu.Options{Dir: filepath.Join(dir, "vms"), Accel: "tcg", ShutdownTimeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Create(ctx, backends.Spec{Name: "gold", Type: backends.TypeVM, CPUs: 1, MemoryMiB: 64, DiskMiB: 16}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, n := range []string{"desk-1", "desk-2"} {
+			_ = b.Power(context.Background(), backends.InstanceRef{Backend: backends.KindQEMU, Context: "local", Name: n}, backends.ActionStop)
+		}
+	})
+	corral := func(args ...string) string {
+		t.Helper()
+		var out bytes.Buffer
+		if err := run(ctx, args, &out); err != nil {
+			t.Fatalf("corral %s: %v\n%s", strings.Join(args, " "), err, out.String())
+		}
+		return out.String()
+	}
+	for _, want := range []struct {
+		args []string
+		has  []string
+	}{
+		{[]string{"vdi", "pool", "create", "desk", "--from", "qemu/local/-/gold", "--size", "2"}, []string{"pool vm/-/desk created: 2 members", "vm/-/desk-1", "vm/-/desk-2"}},
+		{[]string{"vdi", "pool", "list"}, []string{"vm/-/desk  (persistent, 2 members, from qemu/local/-/gold)", "free"}},
+		{[]string{"vdi", "assign", "desk", "alice@example.com"}, []string{"→ alice@example.com"}},
+		{[]string{"vdi", "pool", "list"}, []string{"alice@example.com", "running"}},
+	} {
+		out := corral(want.args...)
+		for _, h := range want.has {
+			if !strings.Contains(out, h) {
+				t.Fatalf("corral %s:\n%s\nlacks %q", strings.Join(want.args, " "), out, h)
+			}
+		}
+	}
+	list := corral("vdi", "pool", "list")
+	member := "desk-1"
+	if !strings.Contains(list, "vm/-/desk-1                  alice") {
+		member = "desk-2"
+	}
+	corral("vdi", "unassign", member)
+	if out := corral("vdi", "pool", "list"); strings.Contains(out, "alice") || strings.Contains(out, "running") {
+		t.Fatalf("after unassign:\n%s", out)
+	}
+	var out bytes.Buffer
+	if err := run(ctx, []string{"vdi", "assign", "desk", "corral-vdi/reconciler"}, &out); err == nil {
+		t.Fatal("assigned a desktop to the reserved identity")
+	}
+	corral("vdi", "pool", "delete", "desk")
+	if out := corral("vdi", "pool", "list"); out != "" {
+		t.Fatalf("pools after delete:\n%s", out)
+	}
+	list2, err := b.List(ctx)
+	if err != nil || len(list2) != 1 {
+		t.Fatalf("instances after the pool's delete: %+v, %v", list2, err)
+	}
+}
