@@ -208,6 +208,9 @@ func (s *server) vnc(w http.ResponseWriter, r *http.Request) error {
 		return nil // Accept has answered
 	}
 	c.SetReadLimit(readLimit)
+	if s.Track != nil {
+		defer s.Track(t.ref, backends.ConsoleVNC)()
+	}
 	s.Log.Debug("console: vnc viewer connected", "ref", t.ref.String())
 
 	ctx, stop := context.WithCancel(r.Context())

@@ -1,7 +1,9 @@
 // Package console is the browser-console surface: the console page and the
 // WebSocket bridges between the browser (noVNC, xterm.js) and an
 // instance's console connection, opened through the backend's
-// backends.ConsoleDialer.
+// backends.ConsoleDialer, and the RDCleanPath proxy of IronRDP's web
+// client (rdp.go), reached with a short-lived single-use token
+// (rdp_token.go).
 //
 // Every viewer of a VNC console gets its own backend connection (RFB
 // servers such as QEMU's accept several clients in a shared session).
@@ -14,13 +16,18 @@
 package console
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
+	"net/netip"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/corral-dev/corral/app/auth"
 	"github.com/corral-dev/corral/app/fleet"
 	"github.com/corral-dev/corral/app/instances"
+	"github.com/corral-dev/corral/backends"
 	"github.com/corral-dev/corral/handlers/middleware"
 	"github.com/corral-dev/corral/static"
 )
@@ -34,12 +41,28 @@ type Deps struct {
 	// Authorize guards every console route (the admin check); nil lets
 	// every caller through.
 	Authorize func(http.Handler) http.Handler
+	// Allow, when set, is asked before any console of an instance is shown,
+	// dialed or given an RDP token, after Authorize: the VDI broker's
+	// holder-or-admin rule for a claimed desktop. Its error is the answer.
+	Allow func(ctx context.Context, id auth.Identity, ref backends.InstanceRef) error
+	// Track, when set, is called when a viewer's console connection is
+	// established (every VNC, serial and RDP bridge) and the function it
+	// returns when that connection ends: the VDI broker counts open
+	// consoles per desktop with it.
+	Track func(ref backends.InstanceRef, kind backends.ConsoleKind) (done func())
+	// TrustedProxies may forward RDP WebSockets they received over https
+	// (X-Forwarded-Proto); see secureTransport.
+	TrustedProxies []netip.Prefix
+	// Now is the clock of the RDP tokens; nil means time.Now.
+	Now func() time.Time
 }
 
 // server holds the dependencies of every handler of the surface.
 type server struct {
 	Deps
-	hubs *hubs
+	hubs   *hubs
+	tokens *rdpTokens
+	csrf   *http.CrossOriginProtection
 }
 
 // Mount registers the console routes on r. The WebSocket routes hijack the
@@ -54,12 +77,17 @@ func Mount(r chi.Router, d Deps) {
 	if auth == nil {
 		auth = func(h http.Handler) http.Handler { return h }
 	}
-	s := &server{Deps: d, hubs: newHubs(d.Log)}
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	s := &server{Deps: d, hubs: newHubs(d.Log), tokens: newRDPTokens(d.Now), csrf: http.NewCrossOriginProtection()}
 	r.Group(func(r chi.Router) {
 		r.Use(auth)
 		r.Method(http.MethodGet, "/console/*", s.handle(s.consoleShow))
 		r.Method(http.MethodGet, "/ws/vnc/*", s.handle(s.vnc))
 		r.Method(http.MethodGet, "/ws/serial/*", s.handle(s.serial))
+		r.Method(http.MethodGet, "/ws/rdp/*", s.handle(s.rdp))
+		r.Method(http.MethodPost, "/rdp-token/*", s.handle(s.rdpToken))
 	})
 }
 

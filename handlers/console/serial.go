@@ -237,6 +237,9 @@ func (s *server) serial(w http.ResponseWriter, r *http.Request) error {
 		return nil // Accept has answered
 	}
 	c.SetReadLimit(readLimit)
+	if s.Track != nil {
+		defer s.Track(t.ref, backends.ConsoleSerial)()
+	}
 
 	ctx, stop := context.WithCancel(r.Context())
 	defer stop()
