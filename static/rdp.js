@@ -40,7 +40,7 @@ function proxyURL(path) {
 function desktopSize(area) {
   const w = Math.max(800, Math.min(1920, Math.floor(area.clientWidth || 1024)));
   const h = Math.max(600, Math.min(1080, Math.floor(w * 0.625)));
-  return { width: w & ~1, height: h & ~1 };
+  return { width: w & ~31, height: h & ~1 };
 }
 
 // The messages the web client's errors map to (RDCleanPath error PDUs
