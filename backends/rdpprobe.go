@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// RDPProbeTimeout bounds ProbeRDP when ctx has no earlier deadline. An RDP
+// RDPProbeTimeout bounds ProbeRDP (an earlier deadline of ctx wins). An RDP
 // server answers a Connection Request in milliseconds; a forward to a guest
 // port where nothing listens may never answer (qemu's user-mode network
 // keeps the host side open while it waits for the guest), so the probe
@@ -33,11 +33,8 @@ var x224Probe = []byte{
 // error ("127.0.0.1:40123", "10.244.1.17:3389"); the error says why RDP is
 // not offered and is safe to show.
 func ProbeRDP(ctx context.Context, what string, dial func(context.Context) (net.Conn, error)) error {
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, RDPProbeTimeout)
-		defer cancel()
-	}
+	ctx, cancel := context.WithTimeout(ctx, RDPProbeTimeout)
+	defer cancel()
 	c, err := dial(ctx)
 	if err != nil {
 		return newf(ErrUnavailable, "TCP 3389 did not answer at %s", what)
