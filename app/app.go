@@ -176,7 +176,7 @@ func (a *App) routes(assets *static.Assets) http.Handler {
 		}
 		r.Use(middleware.Identify(a.resolver))
 		console.Mount(r, console.Deps{Fleet: a.Fleet, Instances: a.Instances, Assets: assets, Log: a.log,
-			Authorize: consoles.RequirePrivileged()})
+			Authorize: consoles.RequirePrivileged(), TrustedProxies: a.cfg.Auth.TrustedProxies})
 	})
 	r.Group(func(r chi.Router) {
 		if a.sessions != nil {

@@ -34,9 +34,6 @@ const handshakeTimeout = 10 * time.Second
 // in the clear, including the password of a server that does not use
 // CredSSP (xrdp): the browser's leg must be wss (secureTransport).
 func (s *server) rdp(w http.ResponseWriter, r *http.Request) error {
-	if err := s.secureTransport(r); err != nil {
-		return err
-	}
 	if err := checkOrigin(r); err != nil {
 		return err
 	}
@@ -50,6 +47,9 @@ func (s *server) rdp(w http.ResponseWriter, r *http.Request) error {
 	_, err = t.b.Get(cctx, t.ref)
 	cancel()
 	if err != nil {
+		return err
+	}
+	if err := s.secureTransport(r); err != nil {
 		return err
 	}
 	c, err := websocket.Accept(w, r, acceptOptions)
