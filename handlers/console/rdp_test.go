@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 	"time"
 
@@ -346,5 +347,37 @@ func TestRDPBeforeUpgrade(t *testing.T) {
 	}
 	if n := len(srv.requests()); n != 0 {
 		t.Fatalf("the server saw %d connections, want none", n)
+	}
+}
+
+// TestRDPConsolePage: an instance that offers only RDP gets the RDP
+// element by default, with the token route and the viewer's files, and
+// no link to kinds it does not offer.
+func TestRDPConsolePage(t *testing.T) {
+	g := newRDPRig(t, "127.0.0.1:1", nil)
+	res, doc := get(t, g.srv.URL+"/console/"+refDesk, nil)
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("status %d", res.StatusCode)
+	}
+	el := doc.Find("corral-rdp")
+	if el.Length() != 1 {
+		t.Fatalf("%d <corral-rdp> elements, want 1", el.Length())
+	}
+	if tok, _ := el.Attr("token"); tok != "/rdp-token/"+refDesk {
+		t.Errorf("token = %q, want the token route of the instance", tok)
+	}
+	for _, attr := range []string{"script", "module", "backend"} {
+		if v, _ := el.Attr(attr); !strings.HasPrefix(v, "/static/") {
+			t.Errorf("%s = %q, want a hashed static URL", attr, v)
+		}
+	}
+	if kind, _ := doc.Find(`[data-testid="console"]`).Attr("data-kind"); kind != "rdp" {
+		t.Errorf("data-kind = %q, want rdp", kind)
+	}
+	if n := doc.Find(`[data-testid^="console-kind-"]`).Length(); n != 1 || doc.Find(`[data-testid="console-kind-rdp"]`).Length() != 1 {
+		t.Errorf("%d kind links, want the RDP one only", n)
+	}
+	if res, _ := get(t, g.srv.URL+"/console/"+refDesk+"?kind=vnc", nil); res.StatusCode != http.StatusBadRequest {
+		t.Errorf("vnc console of an RDP-only instance: %d, want 400", res.StatusCode)
 	}
 }
