@@ -117,7 +117,10 @@ export function mount(el) {
       const res = await fetch(el.getAttribute('token'), {
         method: 'POST', credentials: 'same-origin', headers: { Accept: 'application/json' },
       });
-      if (!res.ok) throw new Error((await res.text()).trim() || `HTTP ${res.status}`);
+      if (!res.ok) {
+        const body = await res.json().catch(() => ({}));
+        throw new Error(body.error || `HTTP ${res.status}`);
+      }
       const grant = await res.json();
       if (closed) return;
 

@@ -282,6 +282,7 @@ func (g *rdpRig) token(t *testing.T, ref, user string, h http.Header) (int, toke
 	if err != nil {
 		t.Fatal(err)
 	}
+	req.Header.Set("Accept", "application/json")
 	for k, v := range h {
 		req.Header[k] = v
 	}
@@ -298,6 +299,11 @@ func (g *rdpRig) token(t *testing.T, ref, user string, h http.Header) (int, toke
 	if res.StatusCode == http.StatusOK {
 		if err := json.Unmarshal(body, &a); err != nil {
 			t.Fatalf("token answer %q: %v", body, err)
+		}
+	} else {
+		var e struct{ Error string }
+		if err := json.Unmarshal(body, &e); err != nil || e.Error == "" || res.Header.Get("Content-Type") != "application/json" {
+			t.Fatalf("refusal %d %q is not {\"error\": ...}", res.StatusCode, body)
 		}
 	}
 	return res.StatusCode, a, string(body)

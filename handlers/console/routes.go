@@ -17,9 +17,11 @@ package console
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"net/http"
 	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -96,8 +98,9 @@ func Mount(r chi.Router, d Deps) {
 type handlerFunc func(w http.ResponseWriter, r *http.Request) error
 
 // handle turns a handlerFunc into an http.Handler: an error becomes the
-// error page for the console page, and a plain-text status with the safe
-// message for a refused upgrade (a browser's WebSocket API shows neither,
+// error page for the console page, {"error": ...} for a request that
+// accepts JSON, and a plain-text status with the safe message for a
+// refused upgrade (a browser's WebSocket API shows neither,
 // but scripts and logs do).
 func (s *server) handle(h handlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -108,6 +111,16 @@ func (s *server) handle(h handlerFunc) http.Handler {
 		if isUpgrade(r) {
 			status, msg := middleware.Public(s.Log, r, err)
 			http.Error(w, msg, status)
+			return
+		}
+		if strings.Contains(r.Header.Get("Accept"), "application/json") {
+			// The RDP element's token request: the REST API's error shape.
+			status, msg := middleware.Public(s.Log, r, err)
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(status)
+			_ = json.NewEncoder(w).Encode(struct {
+				Error string `json:"error"`
+			}{msg})
 			return
 		}
 		s.renderError(w, r, err)
