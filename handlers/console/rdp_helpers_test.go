@@ -98,7 +98,7 @@ type fakeRDP struct {
 	got     [][]byte // the Connection Requests received
 }
 
-func newFakeRDP(t *testing.T, confirm []byte, withTLS bool) *fakeRDP {
+func newFakeRDP(t testing.TB, confirm []byte, withTLS bool) *fakeRDP {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -150,7 +150,7 @@ func (f *fakeRDP) requests() [][]byte {
 	return append([][]byte(nil), f.got...)
 }
 
-func selfSigned(t *testing.T) tls.Certificate {
+func selfSigned(t testing.TB) tls.Certificate {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -225,7 +225,7 @@ func (k *tracker) count(key string) int {
 // it in the request's identity as the pipeline would.
 const userHeader = "X-Test-User"
 
-func newRDPRig(t *testing.T, addr string, allow func(context.Context, auth.Identity, backends.InstanceRef) error) *rdpRig {
+func newRDPRig(t testing.TB, addr string, allow func(context.Context, auth.Identity, backends.InstanceRef) error) *rdpRig {
 	t.Helper()
 	ctx := context.Background()
 	b := sim.NewRDP(sim.Options{Context: "rdp", RDPAddr: addr})
@@ -276,7 +276,7 @@ type tokenAnswer struct {
 
 // token asks for an RDP token for ref as user; it returns the answer's
 // status and, on 200, the token.
-func (g *rdpRig) token(t *testing.T, ref, user string, h http.Header) (int, tokenAnswer, string) {
+func (g *rdpRig) token(t testing.TB, ref, user string, h http.Header) (int, tokenAnswer, string) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, g.srv.URL+"/rdp-token/"+ref, nil)
 	if err != nil {
@@ -309,7 +309,7 @@ func (g *rdpRig) token(t *testing.T, ref, user string, h http.Header) (int, toke
 	return res.StatusCode, a, string(body)
 }
 
-func (g *rdpRig) mustToken(t *testing.T, ref, user string) tokenAnswer {
+func (g *rdpRig) mustToken(t testing.TB, ref, user string) tokenAnswer {
 	t.Helper()
 	status, a, body := g.token(t, ref, user, nil)
 	if status != http.StatusOK || a.Token == "" {
@@ -319,7 +319,7 @@ func (g *rdpRig) mustToken(t *testing.T, ref, user string) tokenAnswer {
 }
 
 // open dials the proxy of ref as user.
-func (g *rdpRig) open(t *testing.T, ref, user string) *websocket.Conn {
+func (g *rdpRig) open(t testing.TB, ref, user string) *websocket.Conn {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -336,7 +336,7 @@ func (g *rdpRig) open(t *testing.T, ref, user string) *websocket.Conn {
 }
 
 // exchange sends req on c and returns the proxy's answer PDU.
-func exchange(t *testing.T, c *websocket.Conn, req cleanPath) cleanPath {
+func exchange(t testing.TB, c *websocket.Conn, req cleanPath) cleanPath {
 	t.Helper()
 	req.Version = 3390
 	p, err := asn1.Marshal(req)
@@ -347,7 +347,7 @@ func exchange(t *testing.T, c *websocket.Conn, req cleanPath) cleanPath {
 }
 
 // sendRaw sends p as one message and decodes the answer PDU.
-func sendRaw(t *testing.T, c *websocket.Conn, p []byte) cleanPath {
+func sendRaw(t testing.TB, c *websocket.Conn, p []byte) cleanPath {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -367,7 +367,7 @@ func sendRaw(t *testing.T, c *websocket.Conn, p []byte) cleanPath {
 }
 
 // wantError checks that resp is a general error with the given codes.
-func wantError(t *testing.T, resp cleanPath, want cleanPathErr) {
+func wantError(t testing.TB, resp cleanPath, want cleanPathErr) {
 	t.Helper()
 	if resp.Error != want || len(resp.CertChain) != 0 {
 		t.Fatalf("answer = %+v, want the error %+v", resp, want)
