@@ -71,3 +71,10 @@ func probeFailure(err error) string {
 	}
 	return "the connection failed"
 }
+
+// RDPProber is implemented by console dialers that can say, with a reason
+// safe to show, why an instance's RDP console is not offered now (the VDI
+// broker's "skipped: rdp: ..."). A nil error means RDP answers.
+type RDPProber interface {
+	ProbeRDP(ctx context.Context, ref InstanceRef) error
+}

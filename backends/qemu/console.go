@@ -37,8 +37,9 @@ func (b *Backend) Consoles(ctx context.Context, ref backends.InstanceRef) ([]bac
 	return kinds, nil
 }
 
-// ProbeRDP reports, with a reason safe to show when it does not, whether
-// RDP answers on ref's forwarded port 3389 (see backends.ProbeRDP).
+// ProbeRDP implements backends.RDPProber: whether RDP answers on ref's
+// forwarded port 3389 (see backends.ProbeRDP), with a reason safe to show
+// when it does not.
 func (b *Backend) ProbeRDP(ctx context.Context, ref backends.InstanceRef) error {
 	v, err := b.lookup(ref)
 	if err != nil {

@@ -52,3 +52,24 @@ func (b *RDP) DialConsole(ctx context.Context, ref backends.InstanceRef, kind ba
 	}
 	return c, nil
 }
+
+var _ backends.RDPProber = (*RDP)(nil)
+
+// ProbeRDP implements backends.RDPProber: backends.ProbeRDP at RDPAddr for
+// a running instance.
+func (b *RDP) ProbeRDP(ctx context.Context, ref backends.InstanceRef) error {
+	in, err := b.Get(ctx, ref)
+	if err != nil {
+		return err
+	}
+	if in.State != backends.StateRunning {
+		return backends.Conflictf("%s is %s: start it first", ref.Name, in.State)
+	}
+	if b.opts.RDPAddr == "" {
+		return backends.Refuse(backends.KindSim, "RDP console", "give the simulated context an RDP address")
+	}
+	return backends.ProbeRDP(ctx, b.opts.RDPAddr, func(ctx context.Context) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", b.opts.RDPAddr)
+	})
+}
