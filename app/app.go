@@ -189,7 +189,7 @@ func (a *App) routes(assets *static.Assets) http.Handler {
 		}
 		r.Use(middleware.Identify(a.resolver))
 		cd := console.Deps{Fleet: a.Fleet, Instances: a.Instances, Assets: assets, Log: a.log,
-			Authorize: consoles.RequirePrivileged()}
+			Authorize: consoles.RequirePrivileged(), TrustedProxies: a.cfg.Auth.TrustedProxies}
 		if b := a.vdiBroker(); b != nil {
 			cd.Sessions = b
 		}

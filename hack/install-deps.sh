@@ -8,6 +8,7 @@ pkgs=(
   qemu-system-x86 qemu-utils  # backends/qemu: real guests under TCG, qemu-img
   busybox-static xz-utils cpio file  # hack/build-guest.sh: the test guest's initramfs and kernel
   chromium        # the browser tests (driven by playwright-core)
+  xrdp            # the RDP console tests: started by hand on a loopback port (handlers/console/xrdptest), never as a service
   nodejs npm      # npm ci for the front-end packages and playwright-core
   ansible python3-proxmoxer python3-requests  # handlers/pve/ansible_test.go: proxmox_kvm (community.general), proxmoxer under /usr/bin/python3
   ca-certificates openssl curl  # hack/testenv.sh: the API server's keys and its readiness probe

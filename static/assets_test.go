@@ -94,7 +94,8 @@ func TestAssets(t *testing.T) {
 }
 
 // TestBuiltFiles checks the files npm's build step copies, when it ran:
-// htmx and its SSE extension must be embedded and served as JavaScript.
+// htmx and its SSE extension, and IronRDP's web component and RDP
+// backend, must be embedded and served as JavaScript.
 func TestBuiltFiles(t *testing.T) {
 	if _, err := os.Stat("dist/htmx.min.js"); err != nil {
 		requireBuilt(t, "static/dist is empty: run `npm ci && npm run build` in static/")
@@ -103,7 +104,7 @@ func TestBuiltFiles(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"htmx.min.js", "hx-sse.min.js", "app.js"} {
+	for _, name := range []string{"htmx.min.js", "hx-sse.min.js", "app.js", "rdp.js", "iron-remote-desktop.js", "iron-remote-desktop-rdp.js"} {
 		p := a.Path(name)
 		rec := httptest.NewRecorder()
 		a.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, p, nil))

@@ -21,6 +21,12 @@ const files = [
   ['node_modules/@xterm/xterm/lib/xterm.mjs', 'xterm.mjs'],
   ['node_modules/@xterm/xterm/css/xterm.css', 'xterm.css'],
   ['node_modules/@xterm/addon-fit/lib/addon-fit.mjs', 'addon-fit.mjs'],
+  // The RDP console: IronRDP's web component (one ES module, no imports)
+  // and its RDP backend (one ES module with the wasm inlined as a data:
+  // URL, 6 MB). Loaded by rdp.js on the console page, when the user
+  // connects.
+  ['node_modules/@devolutions/iron-remote-desktop/iron-remote-desktop.js', 'iron-remote-desktop.js'],
+  ['node_modules/@devolutions/iron-remote-desktop-rdp/iron-remote-desktop-rdp.js', 'iron-remote-desktop-rdp.js'],
 ];
 // Trees: [from, to] folders copied whole (noVNC 1.7.0 ships no bundle).
 const trees = [

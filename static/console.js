@@ -7,6 +7,11 @@
 //
 //   <corral-vnc src="/ws/vnc/REF" module="…/novnc.HASH/core/rfb.js">
 //   <corral-serial src="/ws/serial/REF" module="…/xterm.HASH.mjs" fit="…/addon-fit.HASH.mjs">
+//   <corral-rdp token="/rdp-token/REF" script="…/rdp.HASH.js" module=… backend=…>
+//
+// <corral-rdp> is the exception to reconnecting: an RDP session needs the
+// user's password, so rdp.js (imported from script) shows a sign-in form
+// and connects when the user asks.
 //
 // Both expose their viewer for tests and scripts: vnc.rfb, serial.term.
 // data-state is "connecting", "connected", "disconnected" or "error".
@@ -171,5 +176,32 @@ class CorralSerial extends ConsoleElement {
   }
 }
 
+// <corral-rdp>: the viewer lives in rdp.js, loaded on first use.
+class CorralRDP extends HTMLElement {
+  async connectedCallback() {
+    this.alive = true;
+    if (this.viewer) return;
+    let mod;
+    try {
+      mod = await import(this.getAttribute('script'));
+    } catch (e) {
+      console.warn('corral: the RDP viewer failed to load', e);
+      this.dataset.state = 'error';
+      this.textContent = 'The RDP viewer failed to load; reload the page.';
+      return;
+    }
+    if (this.alive && !this.viewer) this.viewer = mod.mount(this);
+  }
+
+  disconnectedCallback() {
+    this.alive = false;
+    const v = this.viewer;
+    this.viewer = null;
+    if (v) v.close();
+    this.replaceChildren();
+  }
+}
+
 customElements.define('corral-vnc', CorralVNC);
+customElements.define('corral-rdp', CorralRDP);
 customElements.define('corral-serial', CorralSerial);

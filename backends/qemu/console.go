@@ -7,14 +7,21 @@ import (
 	"io/fs"
 	"net"
 	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 
 	"github.com/corral-dev/corral/backends"
 )
 
 // Consoles implements backends.ConsoleDialer: a live VM offers its VNC
-// display and its serial port; a stopped one offers nothing until it
-// starts. There is no RDP: that is the guest's business, reached through
-// its forwarded ports.
+// display and its serial port, and RDP when something in the guest
+// answers an RDP Connection Request on its port 3389 (forwarded to the
+// loopback port of rdp.port), probed on every call because a guest's RDP
+// service starts and stops on its own; a stopped VM offers nothing until
+// it starts. A guest without RDP costs the probe's timeout
+// (backends.RDPProbeTimeout): qemu accepts on the forward before it knows
+// the guest does not.
 func (b *Backend) Consoles(ctx context.Context, ref backends.InstanceRef) ([]backends.ConsoleKind, error) {
 	v, err := b.lookup(ref)
 	if err != nil {
@@ -23,34 +30,82 @@ func (b *Backend) Consoles(ctx context.Context, ref backends.InstanceRef) ([]bac
 	if _, alive := v.process(); !alive {
 		return []backends.ConsoleKind{}, nil
 	}
-	return []backends.ConsoleKind{backends.ConsoleVNC, backends.ConsoleSerial}, nil
+	kinds := []backends.ConsoleKind{backends.ConsoleVNC, backends.ConsoleSerial}
+	if b.ProbeRDP(ctx, ref) == nil {
+		kinds = append(kinds, backends.ConsoleRDP)
+	}
+	return kinds, nil
 }
+
+// ProbeRDP implements backends.RDPProber: whether RDP answers on ref's
+// forwarded port 3389 (see backends.ProbeRDP), with a reason safe to show
+// when it does not.
+func (b *Backend) ProbeRDP(ctx context.Context, ref backends.InstanceRef) error {
+	v, err := b.lookup(ref)
+	if err != nil {
+		return err
+	}
+	if _, alive := v.process(); !alive {
+		return backends.Conflictf("%s is stopped: start it first", ref.Name)
+	}
+	addr, err := v.rdpAddr()
+	if err != nil {
+		return backends.Conflictf("%s was started without an RDP forward: restart it", ref.Name)
+	}
+	return backends.ProbeRDP(ctx, addr+" (the guest's 3389)", func(ctx context.Context) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", addr)
+	})
+}
+
+// rdpAddr is the loopback address forwarded to the guest's port 3389 by
+// the current boot, from rdp.port.
+func (v *vm) rdpAddr() (string, error) {
+	data, err := os.ReadFile(v.rdpPortFile())
+	if err != nil {
+		return "", err
+	}
+	port, err := strconv.Atoi(strings.TrimSpace(string(data)))
+	if err != nil || port <= 0 || port > 65535 {
+		return "", errors.New("qemu: rdp.port holds no port")
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), nil
+}
+
+// rdpPortFile records the host port of the current boot's RDP forward.
+func (v *vm) rdpPortFile() string { return filepath.Join(v.dir, "rdp.port") }
 
 // DialConsole implements backends.ConsoleDialer. VNC is qemu's RFB server
 // and serial the guest's first serial port, both unix sockets in the VM
-// folder. qemu serves one serial client at a time: a second connection
-// waits until the first closes.
+// folder; qemu serves one serial client at a time: a second connection
+// waits until the first closes. RDP is a TCP connection to the loopback
+// forward of the guest's port 3389: what answers there is the guest's.
 func (b *Backend) DialConsole(ctx context.Context, ref backends.InstanceRef, kind backends.ConsoleKind) (net.Conn, error) {
 	v, err := b.lookup(ref)
 	if err != nil {
 		return nil, err
 	}
-	var sock string
+	network, addr := "unix", ""
 	switch kind {
 	case backends.ConsoleVNC:
-		sock = v.vncSock()
+		addr = v.vncSock()
 	case backends.ConsoleSerial:
-		sock = v.serSock()
+		addr = v.serSock()
 	case backends.ConsoleRDP:
-		return nil, backends.Refuse(backends.KindQEMU, "RDP console", "use the VNC console, or RDP to the guest through a forwarded port")
+		network = "tcp"
 	default:
-		return nil, backends.Invalidf("console kind %q is not accepted: use vnc or serial", kind)
+		return nil, backends.Invalidf("console kind %q is not accepted: use vnc, serial or rdp", kind)
 	}
 	if _, alive := v.process(); !alive {
 		return nil, backends.Conflictf("%s is stopped: start it first", ref.Name)
 	}
+	if kind == backends.ConsoleRDP {
+		if addr, err = v.rdpAddr(); err != nil {
+			return nil, backends.Conflictf("%s was started without an RDP forward: restart it", ref.Name)
+		}
+	}
 	var d net.Dialer
-	c, err := d.DialContext(ctx, "unix", sock)
+	c, err := d.DialContext(ctx, network, addr)
 	if err != nil {
 		return nil, b.fail("open the "+string(kind)+" console of", ref.Name, err)
 	}

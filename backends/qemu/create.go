@@ -173,7 +173,7 @@ func (b *Backend) freePort(ctx context.Context) (int, error) {
 			return port, nil
 		}
 	}
-	return 0, errors.New("qemu: no free port for SSH forwarding")
+	return 0, errors.New("qemu: no free loopback port for a port forward")
 }
 
 // Clone implements backends.Cloner: a stopped VM's disk is copied with

@@ -24,10 +24,12 @@ import (
 //     with qemu copying its output to serial.log: a console can attach to
 //     serial.sock at any time while serial.log keeps the boot;
 //   - user-mode networking with the guest's port 22 forwarded to
-//     127.0.0.1:SSHPort, which needs no privileges or bridge;
+//     127.0.0.1:SSHPort, which needs no privileges or bridge, and its port
+//     3389 (RDP) to 127.0.0.1:rdpPort, a port picked at each launch and
+//     recorded in the folder (rdp.port): the RDP console dials it;
 //   - no -no-reboot (restart must reboot in place) and no -no-shutdown (a
 //     guest that powers off must end the process: that is "stopped").
-func (b *Backend) args(v *vm, accel string) []string {
+func (b *Backend) args(v *vm, accel string, rdpPort int) []string {
 	a := []string{
 		"-name", v.cfg.Name,
 		"-accel", accel,
@@ -40,7 +42,7 @@ func (b *Backend) args(v *vm, accel string) []string {
 		"-chardev", "socket,id=ser0,path=" + optPath(v.serSock()) + ",server=on,wait=off,logfile=" + optPath(v.serLog()) + ",logappend=on",
 		"-serial", "chardev:ser0",
 		"-drive", "file=" + optPath(v.disk()) + ",if=virtio,format=" + v.cfg.DiskFormat,
-		"-netdev", fmt.Sprintf("user,id=n0,hostfwd=tcp:127.0.0.1:%d-:22", v.cfg.SSHPort),
+		"-netdev", fmt.Sprintf("user,id=n0,hostfwd=tcp:127.0.0.1:%d-:22,hostfwd=tcp:127.0.0.1:%d-:3389", v.cfg.SSHPort, rdpPort),
 		"-device", "virtio-net-pci,netdev=n0",
 	}
 	if _, err := os.Stat(v.seedPath()); err == nil {
@@ -81,7 +83,17 @@ func (b *Backend) launch(ctx context.Context, v *vm) error {
 	// read when a VM died.
 	_ = os.Rename(v.serLog(), v.serLog()+".1")
 	accel := b.Accel()
-	args := b.args(v, accel)
+	// The RDP forward's port is picked per launch rather than stored at
+	// create like SSHPort: VMs made before it existed get one too, and a
+	// stopped VM holds no port for a service its guest may never run.
+	rdpPort, err := b.freePort(ctx)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(v.rdpPortFile(), []byte(strconv.Itoa(rdpPort)), 0o600); err != nil {
+		return err
+	}
+	args := b.args(v, accel, rdpPort)
 	// The VM page shows what this boot runs under: TCG is 5-10x slower,
 	// and an operator should see why KVM was not used.
 	_ = os.WriteFile(v.accelFile(), []byte(accel+": "+b.AccelReason()), 0o600)
@@ -152,7 +164,7 @@ func (v *vm) waitExit(ctx context.Context, pid int) error {
 // cleanup removes what a dead qemu leaves behind: qemu removes its pid file
 // on a clean exit but not after SIGKILL, and never the VNC socket.
 func (b *Backend) cleanup(v *vm) {
-	for _, p := range []string{v.pidFile(), v.qmpSock(), v.vncSock(), v.serSock()} {
+	for _, p := range []string{v.pidFile(), v.qmpSock(), v.vncSock(), v.serSock(), v.rdpPortFile()} {
 		if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			b.opts.Logger.Warn("qemu: cannot remove a stale file", "vm", v.cfg.Name, "err", err)
 		}

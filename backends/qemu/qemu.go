@@ -39,6 +39,7 @@ var (
 	_ backends.Cloner        = (*Backend)(nil)
 	_ backends.Exporter      = (*Backend)(nil)
 	_ backends.ConsoleDialer = (*Backend)(nil)
+	_ backends.RDPProber     = (*Backend)(nil)
 	_ backends.Doctor        = (*Backend)(nil)
 	_ backends.Scrollback    = (*Backend)(nil)
 )

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -160,12 +161,16 @@ func TestRunningGuest(t *testing.T) {
 	})
 
 	t.Run("Consoles", func(t *testing.T) {
+		// Nothing answers on the guest's 3389 yet: no RDP.
 		kinds, err := b.Consoles(ctx, r)
-		if err != nil || len(kinds) != 2 {
+		if err != nil || !slices.Equal(kinds, []backends.ConsoleKind{backends.ConsoleVNC, backends.ConsoleSerial}) {
 			t.Fatalf("Consoles = %v, %v; want vnc and serial", kinds, err)
 		}
-		_, err = b.DialConsole(ctx, r, backends.ConsoleRDP)
-		wantKind(t, "DialConsole rdp", err, backends.ErrUnsupported)
+		err = b.ProbeRDP(ctx, r)
+		wantKind(t, "ProbeRDP without a server in the guest", err, backends.ErrUnavailable)
+		if !strings.Contains(backends.SafeMessage(err), "127.0.0.1:") {
+			t.Fatalf("the probe's reason %q names no address", backends.SafeMessage(err))
+		}
 	})
 	t.Run("VNC", func(t *testing.T) {
 		c, err := b.DialConsole(ctx, r, backends.ConsoleVNC)
@@ -198,6 +203,52 @@ func TestRunningGuest(t *testing.T) {
 			}
 		}
 		t.Fatalf("corral-42 never came back from the serial console: %v", sc.Err())
+	})
+	t.Run("RDPForward", func(t *testing.T) {
+		// Something in the guest listens on 3389: the guest's shell brings
+		// its network up and runs an echo server there. Echoing the probe's
+		// Connection Request answers with TPKT bytes, so RDP is offered,
+		// and DialConsole reaches the guest through the forward.
+		c, err := b.DialConsole(ctx, r, backends.ConsoleSerial)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetDeadline(time.Now().Add(60 * time.Second))
+		_, err = io.WriteString(c, "ip link set eth0 up && ip addr add 10.0.2.15/24 dev eth0 && (nc -ll -p 3389 -e /bin/cat &) ; echo rdp-setup-$?\n")
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc := bufio.NewScanner(c)
+		for sc.Scan() && !strings.HasPrefix(sc.Text(), "rdp-setup-") {
+		}
+		if line := sc.Text(); line != "rdp-setup-0" {
+			t.Fatalf("the guest's network and listener: %q (%v)", line, sc.Err())
+		}
+		c.Close()
+		deadline := time.Now().Add(90 * time.Second)
+		for {
+			kinds, err := b.Consoles(ctx, r)
+			if err == nil && slices.Contains(kinds, backends.ConsoleRDP) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("Consoles = %v, %v; want rdp once the guest listens on 3389 (probe: %v)", kinds, err, b.ProbeRDP(ctx, r))
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		rc, err := b.DialConsole(ctx, r, backends.ConsoleRDP)
+		if err != nil {
+			t.Fatalf("DialConsole rdp: %v", err)
+		}
+		defer rc.Close()
+		_ = rc.SetDeadline(time.Now().Add(30 * time.Second))
+		if _, err := io.WriteString(rc, "through-the-forward"); err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, len("through-the-forward"))
+		if _, err := io.ReadFull(rc, got); err != nil || string(got) != "through-the-forward" {
+			t.Fatalf("echo from the guest's 3389 = %q, %v", got, err)
+		}
 	})
 	t.Run("Scrollback", func(t *testing.T) {
 		// What the guest printed before anyone connected, and what the

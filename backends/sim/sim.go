@@ -39,6 +39,10 @@ type Options struct {
 	Fail func(op string) error
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// RDPAddr is the "host:port" of an RDP server that every running
+	// instance of a context made with NewRDP offers as its RDP console
+	// (an xrdp a test started, say). New ignores it.
+	RDPAddr string
 }
 
 type instance struct {

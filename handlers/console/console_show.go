@@ -21,20 +21,17 @@ type offer struct {
 var kinds = []offer{
 	{backends.ConsoleVNC, "Screen (VNC)"},
 	{backends.ConsoleSerial, "Serial"},
+	{backends.ConsoleRDP, "Desktop (RDP)"},
 }
 
-// consoleShow is GET /console/{ref}?kind=vnc|serial. Without a kind it
-// opens VNC, or the serial console of an instance that has no screen (a
-// CT, whose console is a shell). A stopped instance still gets its page:
-// the console element keeps retrying and connects once the instance runs.
+// consoleShow is GET /console/{ref}?kind=vnc|serial|rdp (when absent, the
+// first kind of the list above the instance offers; for a stopped one,
+// vnc, or serial for a CT, whose console is a shell). A stopped instance still gets its page: the console element keeps
+// retrying and connects once the instance runs.
 func (s *server) consoleShow(w http.ResponseWriter, r *http.Request) error {
 	kind := backends.ConsoleKind(r.URL.Query().Get("kind"))
-	explicit := kind != ""
-	if !explicit {
-		kind = backends.ConsoleVNC
-	}
-	if !slices.ContainsFunc(kinds, func(k offer) bool { return k.kind == kind }) {
-		return backends.Invalidf("console kind %q is not accepted: use vnc or serial", kind)
+	if kind != "" && !slices.ContainsFunc(kinds, func(k offer) bool { return k.kind == kind }) {
+		return backends.Invalidf("console kind %q is not accepted: use vnc, serial or rdp", kind)
 	}
 	t, err := s.resolve(r, "/console/")
 	if err != nil {
@@ -50,10 +47,16 @@ func (s *server) consoleShow(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if !explicit && (in.Type == backends.TypeCT || len(offered) > 0 && !slices.Contains(offered, kind)) {
-		kind = backends.ConsoleSerial
-		if len(offered) > 0 && !slices.Contains(offered, kind) {
-			kind = offered[0]
+	if kind == "" {
+		kind = backends.ConsoleVNC
+		if in.Type == backends.TypeCT { // a CT has no screen: its console is a shell
+			kind = backends.ConsoleSerial
+		}
+		for _, k := range kinds {
+			if slices.Contains(offered, k.kind) {
+				kind = k.kind
+				break
+			}
 		}
 	}
 	c := views.Console{
@@ -71,7 +74,15 @@ func (s *server) consoleShow(w http.ResponseWriter, r *http.Request) error {
 			Xterm:    s.Assets.Path("xterm.mjs"),
 			Fit:      s.Assets.Path("addon-fit.mjs"),
 			XtermCSS: s.Assets.Path("xterm.css"),
+			RDP:      s.Assets.Path("rdp.js"),
+			Iron:     s.Assets.Path("iron-remote-desktop.js"),
+			IronRDP:  s.Assets.Path("iron-remote-desktop-rdp.js"),
 		},
+	}
+	if kind == backends.ConsoleRDP {
+		// The RDP element asks for a token when the user connects; the
+		// proxy's socket comes with the token.
+		c.Socket = "/rdp-token/" + in.Ref.String()
 	}
 	switch {
 	case len(offered) == 0:

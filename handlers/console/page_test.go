@@ -93,7 +93,8 @@ func TestConsolePage(t *testing.T) {
 		name, path string
 		status     int
 	}{
-		{"unknown kind", "/console/" + refVM + "?kind=rdp", http.StatusBadRequest},
+		{"unknown kind", "/console/" + refVM + "?kind=spice", http.StatusBadRequest},
+		{"kind the instance does not offer", "/console/" + refVM + "?kind=rdp", http.StatusBadRequest},
 		{"backend without consoles", "/console/" + refPlain, http.StatusBadRequest},
 		{"unknown instance", "/console/sim/cons/-/ghost", http.StatusNotFound},
 		{"unknown context", "/console/sim/nowhere/-/vm", http.StatusNotFound},

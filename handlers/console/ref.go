@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/corral-dev/corral/backends"
+	"github.com/corral-dev/corral/handlers/middleware"
 )
 
 // refText returns the instance named by the path after prefix, as
@@ -52,7 +53,8 @@ type target struct {
 
 // resolve finds the instance named after prefix and its backend's console
 // dialer: NotFound for an unknown instance or context, the typed refusal
-// (400) for a backend without consoles.
+// (400) for a backend without consoles, Deps.Allow's error for a caller
+// it refuses.
 func (s *server) resolve(r *http.Request, prefix string) (target, error) {
 	text, err := refText(r, prefix)
 	if err != nil {
@@ -69,6 +71,11 @@ func (s *server) resolve(r *http.Request, prefix string) (target, error) {
 	d, err := backends.Consoles(b)
 	if err != nil {
 		return target{}, err
+	}
+	if s.Allow != nil {
+		if err := s.Allow(r.Context(), middleware.IdentityFrom(r.Context()), ref); err != nil {
+			return target{}, err
+		}
 	}
 	return target{ref: ref, b: b, dialer: d}, nil
 }

@@ -2,7 +2,7 @@ package console
 
 import "github.com/corral-dev/corral/backends"
 
-// SessionHook is told of every console viewer the bridge opens and
+// SessionHook is told of every console viewer (VNC, serial, RDP) the bridges open and
 // closes, once each: the VDI broker counts a desktop's open consoles to
 // apply its disconnect grace. Calls must return quickly.
 type SessionHook interface {
