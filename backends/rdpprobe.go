@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"syscall"
 	"time"
 )
 
@@ -66,7 +67,10 @@ func probeFailure(err error) string {
 	switch {
 	case errors.As(err, &ne) && ne.Timeout():
 		return "no answer in time"
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF),
+		// A peer that closes without reading what was sent resets the
+		// connection instead: the same hang-up, seen a moment later.
+		errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE):
 		return "the connection was closed"
 	}
 	return "the connection failed"
