@@ -32,16 +32,7 @@ import (
 // command, and a second viewer of the serial console must not disturb the
 // first.
 func TestConsoles(t *testing.T) {
-	if _, err := os.Stat("/usr/bin/chromium"); err != nil {
-		requireEngine(t, "/usr/bin/chromium is missing (apt-get install chromium)")
-	}
-	if _, err := os.Stat("node_modules/playwright-core"); err != nil {
-		requireEngine(t, "e2e/node_modules/playwright-core is missing (cd e2e && npm ci)")
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		requireEngine(t, "node is not installed")
-	}
+	node := browser(t)
 	for _, f := range []string{"novnc/core/rfb.js", "xterm.mjs", "addon-fit.mjs"} {
 		if _, err := os.Stat(filepath.Join("../static/dist", f)); err != nil {
 			requireEngine(t, "static/dist has no "+f+" (cd static && npm ci && npm run build)")

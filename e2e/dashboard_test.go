@@ -29,6 +29,26 @@ func requireEngine(t *testing.T, why string) {
 	t.Skipf("engine: %s", why)
 }
 
+// browser checks what a browser test needs (Chromium, playwright-core,
+// node, the built front-end assets) and returns node's path.
+func browser(t *testing.T) string {
+	t.Helper()
+	if _, err := os.Stat("/usr/bin/chromium"); err != nil {
+		requireEngine(t, "/usr/bin/chromium is missing (apt-get install chromium)")
+	}
+	if _, err := os.Stat("node_modules/playwright-core"); err != nil {
+		requireEngine(t, "e2e/node_modules/playwright-core is missing (cd e2e && npm ci)")
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		requireEngine(t, "node is not installed")
+	}
+	if _, err := os.Stat("../static/dist/htmx.min.js"); err != nil {
+		requireEngine(t, "static/dist has no htmx (cd static && npm ci && npm run build)")
+	}
+	return node
+}
+
 // artifacts returns the folder for screenshots: under
 // $CORRAL_TEST_ARTIFACTS when set, else in the test's temporary folder.
 func artifacts(t *testing.T) string {
@@ -48,19 +68,7 @@ func TestDashboard(t *testing.T) { runDemoScript(t, "dashboard.mjs") }
 // runDemoScript runs a playwright script against the whole server built
 // in-process in demo mode (simulated contexts and libvirt's test driver).
 func runDemoScript(t *testing.T, script string) {
-	if _, err := os.Stat("/usr/bin/chromium"); err != nil {
-		requireEngine(t, "/usr/bin/chromium is missing (apt-get install chromium)")
-	}
-	if _, err := os.Stat("node_modules/playwright-core"); err != nil {
-		requireEngine(t, "e2e/node_modules/playwright-core is missing (cd e2e && npm ci)")
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		requireEngine(t, "node is not installed")
-	}
-	if _, err := os.Stat("../static/dist/htmx.min.js"); err != nil {
-		requireEngine(t, "static/dist has no htmx (cd static && npm ci && npm run build)")
-	}
+	node := browser(t)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()

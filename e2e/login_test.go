@@ -18,16 +18,7 @@ import (
 // TestLogin signs in through a real OpenID provider (zitadel's pkg/op,
 // started here) in headless Chromium: login.mjs.
 func TestLogin(t *testing.T) {
-	if _, err := os.Stat("/usr/bin/chromium"); err != nil {
-		requireEngine(t, "/usr/bin/chromium is missing (apt-get install chromium)")
-	}
-	if _, err := os.Stat("node_modules/playwright-core"); err != nil {
-		requireEngine(t, "e2e/node_modules/playwright-core is missing (cd e2e && npm ci)")
-	}
-	node, err := exec.LookPath("node")
-	if err != nil {
-		requireEngine(t, "node is not installed")
-	}
+	node := browser(t)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
