@@ -72,29 +72,7 @@ func (b *Backend) Import(ctx context.Context, spec backends.Spec, diskPath, form
 			return backends.Instance{}, backends.Failed(fmt.Sprintf("could not grow the disk of %s", spec.Name), err)
 		}
 	}
-	start := spec.Start
-	spec.Start = false
-	doc, err := b.domainXML(spec, disk)
-	if err != nil {
-		_ = removeDisk(disk)
-		return backends.Instance{}, b.fail("describe", spec.Name, err)
-	}
-	d, err := c.DomainDefineXML(doc)
-	if err != nil {
-		_ = removeDisk(disk)
-		return backends.Instance{}, b.fail("define", spec.Name, err)
-	}
-	defer d.Free()
-	if start {
-		if err := d.Create(); err != nil {
-			return backends.Instance{}, b.fail("start the imported instance", spec.Name, err)
-		}
-	}
-	in, err := b.instance(d)
-	if err != nil {
-		return backends.Instance{}, b.fail("read", spec.Name, err)
-	}
-	return in, nil
+	return b.define(c, spec, disk, "start the imported instance")
 }
 
 // CanImport implements backends.ImportChecker: the test driver has no

@@ -255,6 +255,13 @@ func (b *Backend) Create(ctx context.Context, spec backends.Spec) (backends.Inst
 			return backends.Instance{}, err
 		}
 	}
+	return b.define(c, spec, disk, "start the new instance")
+}
+
+// define defines the domain of spec on disk (removed if the definition
+// fails), starts it when spec.Start asks (what names the start in an
+// error) and returns it as an instance.
+func (b *Backend) define(c *libvirt.Connect, spec backends.Spec, disk, what string) (backends.Instance, error) {
 	doc, err := b.domainXML(spec, disk)
 	if err != nil {
 		_ = removeDisk(disk)
@@ -268,7 +275,7 @@ func (b *Backend) Create(ctx context.Context, spec backends.Spec) (backends.Inst
 	defer d.Free()
 	if spec.Start {
 		if err := d.Create(); err != nil {
-			return backends.Instance{}, b.fail("start the new instance", spec.Name, err)
+			return backends.Instance{}, b.fail(what, spec.Name, err)
 		}
 	}
 	in, err := b.instance(d)
