@@ -6,12 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
-	"os"
 	"os/user"
 	"strings"
 
-	"github.com/corral-dev/corral/app"
 	"github.com/corral-dev/corral/app/tasks"
 	"github.com/corral-dev/corral/app/vdi"
 )
@@ -32,12 +29,7 @@ func vdiCmd(ctx context.Context, args []string, out io.Writer) error {
 	if len(args) == 0 {
 		return errors.New(vdiUsage)
 	}
-	cfg, err := app.ParseServe(nil, os.Getenv)
-	if err != nil {
-		return err
-	}
-	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	a, err := app.New(ctx, cfg)
+	a, err := cliApp(ctx)
 	if err != nil {
 		return err
 	}

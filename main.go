@@ -209,6 +209,17 @@ func doctorCmd(ctx context.Context, args []string, out io.Writer) error {
 	return nil
 }
 
+// cliApp builds the application a command works on: the database and
+// contexts `corral serve` would use (its environment), with a quiet log.
+func cliApp(ctx context.Context) (*app.App, error) {
+	cfg, err := app.ParseServe(nil, os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	return app.New(ctx, cfg)
+}
+
 // pveCmd manages the Proxmox API's tokens in the database `corral serve`
 // uses (CORRAL_DATA or the user's data directory).
 func pveCmd(ctx context.Context, args []string, out io.Writer) error {
@@ -216,12 +227,7 @@ func pveCmd(ctx context.Context, args []string, out io.Writer) error {
 	if len(args) < 2 || args[0] != "token" {
 		return errors.New(usage)
 	}
-	cfg, err := app.ParseServe(nil, os.Getenv)
-	if err != nil {
-		return err
-	}
-	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	a, err := app.New(ctx, cfg)
+	a, err := cliApp(ctx)
 	if err != nil {
 		return err
 	}

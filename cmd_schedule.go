@@ -48,7 +48,7 @@ func scheduleCmd(ctx context.Context, args []string, out io.Writer) error {
 		return err
 	}
 	defer a.Close()
-	o := tasks.Origin{Actor: cmp(os.Getenv("USER"), "cli"), Surface: "cli"}
+	o := tasks.Origin{Actor: cliActor(), Surface: "cli"}
 	switch args[0] {
 	case "tick":
 		a.Fleet.Refresh(ctx) // the tick resolves and skips against the fleet's snapshot
@@ -125,13 +125,6 @@ func scheduleCmd(ctx context.Context, args []string, out io.Writer) error {
 		return nil
 	}
 	return errors.New(scheduleUsage)
-}
-
-func cmp(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // parseScheduleAdd parses the flags of `corral schedule add`.
