@@ -40,6 +40,7 @@ type kvServer struct {
 	kube kubernetes.Interface
 	ns   string
 	key  string // the KubeVirt context's key
+	pve  string // an API token of /api2/json (root@pam)
 }
 
 func newKVServer(t *testing.T) *kvServer {
@@ -65,6 +66,9 @@ func newKVServer(t *testing.T) *kvServer {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { a.Close() })
+	if k.pve, err = a.PVE.CreateToken(ctx, "root@pam", "e2e", ""); err != nil {
+		t.Fatal(err)
+	}
 	a.Start(ctx)
 	k.srv = httptest.NewServer(a.Handler())
 	t.Cleanup(k.srv.Close)
@@ -81,6 +85,31 @@ func newKVServer(t *testing.T) *kvServer {
 }
 
 func (k *kvServer) ref(name string) string { return k.key + "/" + k.ns + "/" + name }
+
+// pveResource returns the /api2/json/cluster/resources entry of the VM
+// name in the test namespace, or nil.
+func (k *kvServer) pveResource(t *testing.T, name string) map[string]any {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, k.srv.URL+"/api2/json/cluster/resources?type=vm", nil)
+	req.Header.Set("Authorization", "PVEAPIToken="+k.pve)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out struct {
+		Data []map[string]any `json:"data"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /cluster/resources: %d %v", resp.StatusCode, err)
+	}
+	for _, r := range out.Data {
+		if r["name"] == name && r["type"] == "qemu" {
+			return r
+		}
+	}
+	return nil
+}
 
 // vm creates a VM as kubectl would; running, it also gets a VMI on
 // node-a that KubeVirt reports live-migratable.
@@ -289,8 +318,41 @@ func TestKubeVirtScaleTemplatePVCAPI(t *testing.T) {
 	if st := k.call(t, http.MethodPost, "/api/vms/web-lab-0000/template", `{"on": true}`, &e); st != http.StatusBadRequest || !strings.Contains(e.Error, "template is not supported by the sim backend") {
 		t.Errorf("template on a sim context: %d %q, want a 400 refusal", st, e.Error)
 	}
+	// /cluster/resources is served from the fleet's snapshot, which the
+	// informer's watch event brings up to date a moment later.
+	waitFor(t, "template 1 in /cluster/resources", func() bool {
+		r := k.pveResource(t, "web")
+		return r != nil && r["template"] == float64(1)
+	})
 	if st := k.call(t, http.MethodPost, "/api/vms/"+k.ref("web")+"/template", `{"on": false}`, &tm); st != http.StatusOK || tm.IsTemplate {
 		t.Errorf("template off: %d %+v", st, tm)
+	}
+	// The Proxmox API's template call sets KubeVirt's own mark.
+	var r map[string]any
+	waitFor(t, "template 0 in /cluster/resources", func() bool {
+		r = k.pveResource(t, "web")
+		return r != nil && r["template"] == float64(0)
+	})
+	req, _ := http.NewRequest(http.MethodPost, fmt.Sprintf("%s/api2/json/nodes/%s/qemu/%d/template", k.srv.URL, r["node"], int64(r["vmid"].(float64))), nil)
+	req.Header.Set("Authorization", "PVEAPIToken="+k.pve)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST /api2/json/.../template: %d %s (%s)", resp.StatusCode, resp.Status, msg)
+	}
+	if st := k.call(t, http.MethodGet, "/api/vms/"+k.ref("web"), "", &tm); st != http.StatusOK || !tm.IsTemplate {
+		t.Errorf("after the Proxmox API's template call REST says isTemplate %v (%d)", tm.IsTemplate, st)
+	}
+	vm, err = k.dyn.Resource(e2eVM).Namespace(k.ns).Get(context.Background(), "web", metav1.GetOptions{})
+	if err != nil || vm.GetLabels()["corral.dev/template"] != "true" {
+		t.Errorf("after the Proxmox API's template call the VM's labels are %v (%v)", vm.GetLabels(), err)
+	}
+	if st := k.call(t, http.MethodPost, "/api/vms/"+k.ref("web")+"/template", `{"on": false}`, &tm); st != http.StatusOK || tm.IsTemplate {
+		t.Errorf("template off again: %d %+v", st, tm)
 	}
 
 	// Create from a PVC that does not exist: 400 naming it, at once.

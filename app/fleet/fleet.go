@@ -107,6 +107,8 @@ type member struct {
 
 	mu         sync.Mutex
 	refreshing bool
+	again      bool          // a refresh was asked for while one ran: run once more
+	done       chan struct{} // closed when the running refreshes end
 	instances  []backends.Instance
 	status     ContextStatus
 	sum        uint64 // fingerprint of instances+status, to detect change
@@ -289,12 +291,37 @@ func (f *Fleet) RefreshContext(ctx context.Context, key string) {
 func (f *Fleet) refresh(ctx context.Context, m *member) {
 	m.mu.Lock()
 	if m.refreshing {
+		// A List that started before the caller's change may not see it:
+		// ask the running refresh to list once more, and wait for that.
+		m.again = true
+		done := m.done
 		m.mu.Unlock()
+		select {
+		case <-done:
+		case <-ctx.Done():
+		}
 		return
 	}
 	m.refreshing = true
+	m.done = make(chan struct{})
 	m.mu.Unlock()
+	for {
+		f.refreshOnce(ctx, m)
+		m.mu.Lock()
+		if !m.again || ctx.Err() != nil {
+			m.refreshing, m.again = false, false
+			close(m.done)
+			m.mu.Unlock()
+			return
+		}
+		m.again = false
+		m.mu.Unlock()
+	}
+}
 
+// refreshOnce lists one context and rebuilds the snapshot when what it
+// lists changed.
+func (f *Fleet) refreshOnce(ctx context.Context, m *member) {
 	start := f.opts.Now()
 	list, err := m.cb.Execute(func() ([]backends.Instance, error) {
 		cctx, cancel := context.WithTimeout(ctx, f.opts.Timeout)
@@ -308,7 +335,6 @@ func (f *Fleet) refresh(ctx context.Context, m *member) {
 	took := f.opts.Now().Sub(start)
 
 	m.mu.Lock()
-	m.refreshing = false
 	st := m.status
 	st.Took = took
 	if err != nil {
@@ -362,7 +388,10 @@ func fingerprint(list []backends.Instance, st ContextStatus) uint64 {
 	h := fnv.New64a()
 	fmt.Fprintf(h, "%s|%s|", st.Health, st.Error)
 	for _, in := range list {
-		fmt.Fprintf(h, "%s|%s|%d|%d|%d|%s|%s|%v;", in.Ref.String(), in.State, in.CPUs, in.MemoryMiB, in.DiskMiB, in.IP, in.Node, in.Tags)
+		// Every field a page or an API shows: one left out is a change
+		// that never reaches the snapshot.
+		fmt.Fprintf(h, "%s|%s|%s|%d|%d|%d|%s|%s|%v|%d|%t|%v;", in.Ref.String(), in.Type, in.State, in.CPUs, in.MemoryMiB, in.DiskMiB,
+			in.IP, in.Node, in.Tags, in.Created.UnixNano(), in.Template, in.Facts)
 	}
 	return h.Sum64()
 }

@@ -187,3 +187,90 @@ func TestQuery(t *testing.T) {
 		}
 	}
 }
+
+// gated lists its sim's instances, but the first List waits for release
+// after reading them: a refresh that started before a change.
+type gated struct {
+	*sim.Backend
+	calls   atomic.Int32
+	started chan struct{}
+	release chan struct{}
+}
+
+func (g *gated) List(ctx context.Context) ([]backends.Instance, error) {
+	list, err := g.Backend.List(ctx)
+	if g.calls.Add(1) == 1 {
+		close(g.started)
+		<-g.release
+	}
+	return list, err
+}
+
+// TestRefreshAfterChangeSeesIt: a refresh asked for while another runs
+// (which listed before the change) must not return before a List that
+// started after it, or the change would wait for the next timer.
+func TestRefreshAfterChangeSeesIt(t *testing.T) {
+	ctx := context.Background()
+	g := &gated{Backend: sim.New(sim.Options{Context: "g", Size: 1}), started: make(chan struct{}), release: make(chan struct{})}
+	f := fleet.New(fleet.Options{Timeout: time.Minute})
+	f.Add(g)
+	first := make(chan struct{})
+	go func() { f.Refresh(ctx); close(first) }()
+	<-g.started // the first List has read the state before the change
+	list, err := g.Backend.List(ctx)
+	if err != nil || len(list) != 1 {
+		t.Fatalf("sim: %v %v", list, err)
+	}
+	ref, action, want := list[0].Ref, backends.ActionStop, backends.StateStopped
+	if list[0].State != backends.StateRunning {
+		action, want = backends.ActionStart, backends.StateRunning
+	}
+	if err := g.Backend.Power(ctx, ref, action); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { f.RefreshContext(ctx, "sim/g"); close(done) }()
+	select {
+	case <-done:
+		t.Fatal("RefreshContext returned while the refresh that listed before the change was still running")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(g.release)
+	<-done
+	<-first
+	if in, _ := f.Snapshot().Find(ref); in.State != want {
+		t.Fatalf("after RefreshContext the snapshot says %s, want %s", in.State, want)
+	}
+	if n := g.calls.Load(); n != 2 {
+		t.Fatalf("%d Lists, want 2 (the running one, then one more)", n)
+	}
+}
+
+// TestTemplateMarkReachesSnapshot: every field the pages show is part of
+// what makes a refresh rebuild the snapshot (a template mark was not).
+func TestTemplateMarkReachesSnapshot(t *testing.T) {
+	ctx := context.Background()
+	m := &marked{Backend: sim.New(sim.Options{Context: "m", Size: 1})}
+	f := fleet.New(fleet.Options{})
+	f.Add(m)
+	f.Refresh(ctx)
+	ref := f.Snapshot().Instances[0].Ref
+	m.template.Store(true)
+	f.RefreshContext(ctx, "sim/m")
+	if in, _ := f.Snapshot().Find(ref); !in.Template {
+		t.Fatal("the template mark did not reach the snapshot")
+	}
+}
+
+type marked struct {
+	*sim.Backend
+	template atomic.Bool
+}
+
+func (m *marked) List(ctx context.Context) ([]backends.Instance, error) {
+	list, err := m.Backend.List(ctx)
+	for i := range list {
+		list[i].Template = m.template.Load()
+	}
+	return list, err
+}

@@ -292,8 +292,19 @@ func (s *Service) Resize(ctx context.Context, c Caller, node string, vmid int64,
 }
 
 // Template marks a guest as a template: Corral keeps the mark, refuses
-// to start it, and the API shows template=1.
+// to start it, and the API shows template=1. On a backend that keeps the
+// mark itself (backends.Templater: KubeVirt's label) the backend's mark is
+// set first, so the dashboard, REST and kubectl agree with this API.
 func (s *Service) Template(ctx context.Context, c Caller, node string, vmid int64) (Op, error) {
+	g, err := s.Guest(ctx, node, vmid)
+	if err != nil {
+		return Op{}, err
+	}
+	if b, err := s.Fleet.Backend(g.In.Ref); err == nil && backends.Supports[backends.Templater](b) && !g.In.Template {
+		if _, err := s.Instances.SetTemplate(ctx, c.origin(), g.In.Ref.String(), true); err != nil {
+			return Op{}, err
+		}
+	}
 	p := Params{"template": "1"}
 	op, err := s.Update(ctx, c, node, vmid, p)
 	op.Type = "qmtemplate"

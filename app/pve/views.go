@@ -76,6 +76,9 @@ func (s *Service) guestResource(x *index, i int) Resource {
 	r := Resource{ID: typ + "/" + strconv.FormatInt(vmid, 10), Type: typ, VMID: vmid, Node: NodeName(in.Ref.ContextKey()),
 		Name: in.Ref.Name, Status: pveStatus(in.State), MaxMem: in.MemoryMiB * mib, MaxCPU: in.CPUs, MaxDisk: in.DiskMiB * mib,
 		Uptime: s.uptime(in), Tags: strings.Join(in.Tags, ";")}
+	if in.Template { // the backend's own mark (backends.Templater)
+		r.Template = 1
+	}
 	if c, ok := x.configs[in.Ref.String()]; ok {
 		if c["template"] == "1" {
 			r.Template = 1
