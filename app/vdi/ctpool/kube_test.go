@@ -538,7 +538,10 @@ func TestUnschedulableAndDelete(t *testing.T) {
 		t.Errorf("the definition is still there: %v", err)
 	}
 	for _, list := range []func() (int, error){
-		func() (int, error) { l, err := e.kube.CoreV1().Pods(e.ns).List(e.ctx, metav1.ListOptions{}); return len(l.Items), err },
+		func() (int, error) {
+			l, err := e.kube.CoreV1().Pods(e.ns).List(e.ctx, metav1.ListOptions{})
+			return len(l.Items), err
+		},
 		func() (int, error) {
 			l, err := e.kube.CoreV1().PersistentVolumeClaims(e.ns).List(e.ctx, metav1.ListOptions{})
 			return len(l.Items), err
