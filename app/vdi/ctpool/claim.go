@@ -219,3 +219,26 @@ func (m *Manager) Delete(ctx context.Context, pool string) error {
 	}
 	return nil
 }
+
+// StartMember starts a claimed member that has no pod (or one that
+// ended); a member that runs or starts is left alone.
+func (m *Manager) StartMember(ctx context.Context, pool, member string) error {
+	d, err := m.Get(ctx, pool)
+	if err != nil {
+		return err
+	}
+	if err := d.Spec.Validate(pool); err != nil {
+		return err
+	}
+	o, err := m.member(ctx, pool, member)
+	if err != nil {
+		return err
+	}
+	switch st, _ := memberState(o); st {
+	case Stopped:
+		return m.start(ctx, pool, member, d.Spec, o)
+	case Missing, Terminating:
+		return backends.Conflictf("member %s is %s: release it, and the next reconcile makes it again", member, st)
+	}
+	return nil
+}
