@@ -63,7 +63,14 @@ func (m *Manager) Reconcile(ctx context.Context, pool string) (Result, error) {
 		errList = append(errList, err)
 	}
 	if len(errList) > 0 {
-		return res, backends.Failed("reconcile CT pool "+pool+": "+strings.Join(errs, "; ")+"; the next reconcile tries again", errors.Join(errList...))
+		shown := errs
+		if len(shown) > 3 {
+			shown = append(shown[:3:3], fmt.Sprintf("and %d more (in the pool's status)", len(errs)-3))
+		}
+		if len(shown) == 0 { // only the status write failed
+			shown = []string{message(errList[0])}
+		}
+		return res, backends.Failed("reconcile CT pool "+pool+": "+strings.Join(shown, "; ")+"; the next reconcile tries again", errList[0])
 	}
 	return res, nil
 }
