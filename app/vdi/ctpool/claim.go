@@ -193,7 +193,10 @@ func (m *Manager) Delete(ctx context.Context, pool string) error {
 		return err
 	}
 	if d.Spec.Mode == modePersistent {
-		return errPersistent(pool)
+		// Nothing made members of it (every operation refuses the mode):
+		// only the definition goes.
+		return m.fail("delete the definition of CT pool "+pool,
+			m.kube.CoreV1().ConfigMaps(m.opts.Namespace).Delete(ctx, ConfigMapName(pool), metav1.DeleteOptions{}))
 	}
 	spec := d.Spec
 	spec.Size = 0

@@ -117,6 +117,12 @@ func TestPersistentRefused(t *testing.T) {
 	if got := e.members("desk"); len(got) != 0 {
 		t.Errorf("members %v", got)
 	}
+	if err := e.m.Delete(e.ctx, "desk"); err != nil {
+		t.Errorf("delete: %v", err)
+	}
+	if _, err := e.m.Get(e.ctx, "desk"); !errors.Is(err, backends.ErrNotFound) {
+		t.Errorf("after delete: %v", err)
+	}
 }
 
 // TestUnschedulableAndDelete: an unschedulable member shows the
