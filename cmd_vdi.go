@@ -20,6 +20,7 @@ const vdiUsage = `usage:
   corral vdi pool delete POOL
   corral vdi assign POOL USER
   corral vdi unassign DESKTOP
+  corral vdi ct-pool apply|reconcile|status|list|claim|release|delete ...   (corral vdi ct-pool for details)
 POOL is vm/NAMESPACE/NAME or a pool name; DESKTOP is vm/NAMESPACE/MEMBER or a
 member name; GOLDEN is a canonical ref or an instance name.`
 
@@ -28,6 +29,9 @@ member name; GOLDEN is a canonical ref or an instance name.`
 func vdiCmd(ctx context.Context, args []string, out io.Writer) error {
 	if len(args) == 0 {
 		return errors.New(vdiUsage)
+	}
+	if args[0] == "ct-pool" {
+		return ctPoolCmd(ctx, args[1:], out)
 	}
 	a, err := cliApp(ctx)
 	if err != nil {

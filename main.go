@@ -52,7 +52,7 @@ commands:
                               create a Proxmox API token; prints USER@REALM!TOKENID=SECRET once
   pve token revoke USER@REALM TOKENID
   pve token list [USER@REALM]
-  vdi pool create|list|delete, vdi assign|unassign
+  vdi pool create|list|delete, vdi assign|unassign, vdi ct-pool ...
                               administer VDI pools (corral vdi for details)
   version                     print the version
 `

@@ -58,8 +58,9 @@ func parseVDI(getenv func(string) string) (VDIConfig, error) {
 // is on; `corral serve` mounts the broker and runs its policy only with
 // CORRAL_VDI_BROKER=1.
 func (a *App) buildVDI() {
-	a.VDI = vdi.New(vdi.Options{Fleet: a.Fleet, Tasks: a.Tasks, Store: a.Store, Kube: a.kubeClients(),
-		Grace: a.cfg.VDI.Grace, MaxSession: a.cfg.VDI.MaxSession, Log: a.log})
+	kube := a.kubeClients()
+	a.VDI = vdi.New(vdi.Options{Fleet: a.Fleet, Tasks: a.Tasks, Store: a.Store, Kube: kube,
+		Grace: a.cfg.VDI.Grace, MaxSession: a.cfg.VDI.MaxSession, Log: a.log, CT: a.ctPools(kube)})
 }
 
 // vdiBroker returns the broker for the routes, nil when it is off.

@@ -73,7 +73,7 @@ func (s *Service) BrokerPools(ctx context.Context) ([]PoolSummary, error) {
 		}
 		out = append(out, PoolSummary{ID: p.id.String(), Ephemeral: p.Ephemeral, Members: len(p.Members), Claimed: n, Free: len(p.Members) - n})
 	}
-	return out, nil
+	return s.ctPools(ctx, out), nil
 }
 
 // Claim claims a member of the pool for the caller and starts it. A
@@ -97,7 +97,10 @@ func (s *Service) claimFor(ctx context.Context, o tasks.Origin, holder, poolID s
 	}
 	id, err := ParsePoolID(poolID)
 	if err != nil {
-		return Desktop{}, s.opts.Tasks.Refused(ctx, spec, backends.Invalidf("pool %q: accepted is vm/NAMESPACE/POOL", poolID))
+		return Desktop{}, s.opts.Tasks.Refused(ctx, spec, backends.Invalidf("pool %q: accepted is vm/NAMESPACE/POOL or ct/NAMESPACE/POOL", poolID))
+	}
+	if id.Kind == "ct" {
+		return s.claimCT(ctx, spec, id, holder)
 	}
 	p, err := s.load(ctx, id)
 	if err != nil {
@@ -247,6 +250,13 @@ func (s *Service) held(ctx context.Context, who auth.Identity, desktop string) (
 
 // Desktop returns one desktop to its holder or an admin.
 func (s *Service) Desktop(ctx context.Context, who auth.Identity, desktop string) (Desktop, error) {
+	if isCT(desktop) {
+		_, c, err := s.ctHeld(ctx, who, desktop)
+		if err != nil {
+			return Desktop{}, err
+		}
+		return s.ctView(ctx, c), nil
+	}
 	p, c, err := s.held(ctx, who, desktop)
 	if err != nil {
 		return Desktop{}, err
@@ -281,13 +291,24 @@ func (s *Service) Desktops(ctx context.Context, who auth.Identity, all bool) ([]
 			out = append(out, s.viewWith(ctx, p, c, states))
 		}
 	}
-	return out, nil
+	return s.ctDesktops(ctx, who, all, out), nil
 }
 
 // Start starts a desktop for its holder or an admin; a running desktop
 // is left alone. It is audited as "vdi start".
 func (s *Service) Start(ctx context.Context, who auth.Identity, surface, desktop string) (Desktop, error) {
 	spec := tasks.Spec{Action: "vdi start", Target: desktop, Origin: tasks.Origin{Actor: who.Actor(), Surface: surface}}
+	if isCT(desktop) {
+		ct, c, err := s.ctHeld(ctx, who, desktop)
+		if err != nil {
+			return Desktop{}, s.opts.Tasks.Refused(ctx, spec, err)
+		}
+		if err := ct.Start(ctx, c); err != nil {
+			return Desktop{}, s.audit(ctx, spec, err, "")
+		}
+		s.audit(ctx, spec, nil, "started "+c.Desktop.Member)
+		return s.ctView(ctx, c), nil
+	}
 	p, c, err := s.held(ctx, who, desktop)
 	if err != nil {
 		return Desktop{}, s.opts.Tasks.Refused(ctx, spec, err)

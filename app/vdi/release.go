@@ -19,6 +19,9 @@ import (
 // fails the claim stays, so the release can be sent again.
 func (s *Service) Release(ctx context.Context, who auth.Identity, surface, desktop string) (store.Task, error) {
 	spec := tasks.Spec{Action: "vdi release", Target: desktop, Origin: tasks.Origin{Actor: who.Actor(), Surface: surface}}
+	if isCT(desktop) {
+		return s.ctRelease(ctx, who, spec, desktop)
+	}
 	p, c, err := s.held(ctx, who, desktop)
 	if err != nil {
 		return store.Task{}, s.opts.Tasks.Refused(ctx, spec, err)

@@ -54,6 +54,8 @@ type Options struct {
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	Log *slog.Logger
+	// CT serves the CT pools (app/vdi/ctpool); nil: VM pools only.
+	CT CTPools
 }
 
 // DefaultGrace is the disconnect grace when none is configured.
