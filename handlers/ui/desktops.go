@@ -180,4 +180,3 @@ func (s *server) desktopRelease(w http.ResponseWriter, r *http.Request) error {
 	}
 	return s.desktopsBack(w, r, id+" is being released.")
 }
-
