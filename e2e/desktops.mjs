@@ -152,6 +152,7 @@ try {
   }
   let frame = await frameOf(alice);
   const s = await vncShows(frame);
+  if (await frame.locator('header.top').count() !== 0) throw new Error('the console in the page shows the dashboard\'s header');
   await shot(alice, '3-alice-connected-vnc');
   step(`alice connected in the page: VNC (${skipped.replace(/\n/g, '; ')}), canvas ${s.width}x${s.height}, ${s.colours} colours, ${s.other} non-background pixels`);
   await alice.locator(`${tid('my-desktops')} ${tid('desktop-session')}`, { hasText: 'connected' }).waitFor();

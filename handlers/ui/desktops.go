@@ -86,10 +86,12 @@ func (s *server) desktopConsole(r *http.Request, desktop, kind string) *views.De
 			break
 		}
 	}
-	out.Protocol, out.URL, out.Skipped = strings.ToUpper(cur.Protocol), cur.URL, c.Skipped
+	out.Protocol, out.URL, out.Tab, out.Skipped = strings.ToUpper(cur.Protocol), cur.URL+"&embed=1", cur.URL, c.Skipped
 	for i, o := range opts {
 		label := strings.ToUpper(o.Protocol)
-		if i > 0 {
+		if i == 0 {
+			label += " (the target)"
+		} else {
 			label += " (fallback)"
 		}
 		out.Options = append(out.Options, views.DesktopConnectOption{Label: label, Protocol: o.Protocol, Current: o == cur,
