@@ -145,8 +145,10 @@ try {
   const skipped = (await alice.locator(tid('connect-skipped')).innerText().catch(() => '')).trim();
   if (proto !== 'VNC') throw new Error(`the connect target is ${proto}, want VNC (the guest serves no RDP); skipped: ${skipped}`);
   if (!/rdp: /.test(skipped)) throw new Error(`connect does not say why RDP was skipped: "${skipped}"`);
+  const t0 = Date.now();
   const api = await alice.request.get(`${base}/api/vdi/desktops/${desktop}/connect`);
   const answer = await api.json();
+  step(`GET .../connect answered in ${Date.now() - t0} ms (the RDP probe of a guest without RDP waits for its timeout)`);
   if (api.status() !== 200 || answer.target?.protocol !== 'vnc' || answer.fallbacks?.[0]?.protocol !== 'serial') {
     throw new Error(`alice's connect answer = ${api.status()} ${JSON.stringify(answer)}`);
   }

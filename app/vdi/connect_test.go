@@ -61,7 +61,7 @@ func TestConsoleAccess(t *testing.T) {
 // a TPKT frame, as an RDP server does (enough for backends.ProbeRDP); a
 // fake for the connect logic, the real RDP path is tested in
 // handlers/console against xrdp.
-func rdpServer(t *testing.T) net.Listener {
+func rdpServer(t testing.TB) net.Listener {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -151,5 +151,38 @@ func TestConnect(t *testing.T) {
 	}
 	if _, err := svc.Connect(ctx, alice, "vm/-/desk-1"); !errors.Is(err, backends.ErrConflict) || !strings.Contains(err.Error(), "start it first") {
 		t.Fatalf("connect to a stopped desktop: %v", err)
+	}
+}
+
+// BenchmarkConnect measures one connect answer of a claimed VM desktop
+// whose RDP answers on loopback: the claim read, the member's state, the
+// RDP probe and the console list (figures in docs/performance.md).
+func BenchmarkConnect(b *testing.B) {
+	ctx := context.Background()
+	srv := rdpServer(b)
+	lab := sim.NewRDP(sim.Options{Context: "lab", RDPAddr: srv.Addr().String()})
+	if _, err := lab.Create(ctx, backends.Spec{Name: "gold", Type: backends.TypeVM, CPUs: 1, MemoryMiB: 512}); err != nil {
+		b.Fatal(err)
+	}
+	f := fleet.New(fleet.Options{Timeout: time.Minute})
+	if err := f.Add(lab); err != nil {
+		b.Fatal(err)
+	}
+	f.Refresh(ctx)
+	st := openStore(b)
+	tm := tasks.New(st, tasks.Options{})
+	b.Cleanup(tm.Close)
+	svc := vdi.New(vdi.Options{Fleet: f, Tasks: tm, Store: st})
+	if _, err := svc.CreatePool(ctx, admin, vdi.PoolRequest{Name: "desk", Golden: golden, Size: 1}); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := svc.Claim(ctx, alice, "rest", "vm/-/desk"); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		if c, err := svc.Connect(ctx, alice, "vm/-/desk-1"); err != nil || c.Target.Protocol != vdi.ProtoRDP {
+			b.Fatalf("connect = %+v, %v", c, err)
+		}
 	}
 }
