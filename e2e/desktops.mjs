@@ -171,6 +171,7 @@ try {
   // alice releases; bob's page updates by itself; bob gets the same one.
   await alice.click(`${tid('my-desktops')} ${tid('desktop-release')}`);
   await alice.waitForSelector(tid('no-desktops'));
+  await alice.waitForSelector(tid('desktop-frame'), { state: 'detached' }); // its console closed with it
   await waitFree(alice, '1 of 1', 'alice after the release');
   await shot(alice, '5-alice-released');
   step('alice released the desktop');

@@ -109,6 +109,12 @@ func TestDesktops(t *testing.T) {
 	t.Logf("desktops.mjs (%s):\n%s", time.Since(start).Round(time.Second), b)
 	t.Logf("screenshots in %s", out)
 	if err != nil {
+		if rows, aerr := a.Store.ListAudit(context.Background(), store.AuditFilter{Limit: 60}); aerr == nil {
+			for i := len(rows) - 1; i >= 0; i-- {
+				r := rows[i]
+				t.Logf("audit %s %s %s %s %s %s: %s", r.At.Format("15:04:05.000"), r.Actor, r.Surface, r.Action, r.Target, r.Outcome, r.Detail)
+			}
+		}
 		t.Fatalf("desktops.mjs: %v", err)
 	}
 

@@ -126,14 +126,21 @@ func desktopRows(ds []vdi.Desktop) []views.DesktopRow {
 }
 
 // desktopsBack answers a form of the page: a redirect to the page with a
-// notice, or to htmx the #desktops region with it.
-func (s *server) desktopsBack(w http.ResponseWriter, r *http.Request, notice string) error {
+// notice, or to htmx the #desktops region with it, and, when closeConsole,
+// the console region emptied out of band.
+func (s *server) desktopsBack(w http.ResponseWriter, r *http.Request, notice string, closeConsole bool) error {
 	if isHTMX(r) {
 		p, err := s.desktopsModel(r, "desktops", notice)
 		if err != nil {
 			return err
 		}
-		return renderPage(w, r, http.StatusOK, views.DesktopsPage(p), "desktops")
+		if err := renderPage(w, r, http.StatusOK, views.DesktopsPage(p), "desktops"); err != nil {
+			return err
+		}
+		if closeConsole {
+			return views.DesktopConsoleClosed().Render(r.Context(), w)
+		}
+		return nil
 	}
 	u := "/desktops"
 	if notice != "" {
@@ -158,7 +165,7 @@ func (s *server) desktopClaim(w http.ResponseWriter, r *http.Request) error {
 	if d.StartError != "" {
 		notice = "You hold " + d.ID + ", but it did not start: " + d.StartError + " Start it again."
 	}
-	return s.desktopsBack(w, r, notice)
+	return s.desktopsBack(w, r, notice, false)
 }
 
 // desktopStart is POST /desktops/start (desktop).
@@ -167,11 +174,12 @@ func (s *server) desktopStart(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	return s.desktopsBack(w, r, d.ID+" is starting.")
+	return s.desktopsBack(w, r, d.ID+" is starting.", false)
 }
 
-// desktopRelease is POST /desktops/release (desktop): the release runs
-// as a task, shown in the activity panel; the page updates when it ends.
+// desktopRelease is POST /desktops/release (desktop, and console: the
+// desktop whose console the page shows): the release runs as a task,
+// shown in the activity panel; the page updates when it ends.
 func (s *server) desktopRelease(w http.ResponseWriter, r *http.Request) error {
 	id := r.PostFormValue("desktop")
 	if id == "" {
@@ -180,5 +188,7 @@ func (s *server) desktopRelease(w http.ResponseWriter, r *http.Request) error {
 	if _, err := s.VDI.Release(r.Context(), middleware.IdentityFrom(r.Context()), "dashboard", id); err != nil {
 		return err
 	}
-	return s.desktopsBack(w, r, id+" is being released.")
+	// The console region sends the desktop it shows (hx-include): its
+	// console closes with the release.
+	return s.desktopsBack(w, r, id+" is being released.", r.PostFormValue("console") == id)
 }
