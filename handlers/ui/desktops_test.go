@@ -211,4 +211,24 @@ func TestDesktopsPage(t *testing.T) {
 	if ps, _ := svc.Pools(ctx); len(ps) != 1 {
 		t.Fatalf("pools after the delete: %+v", ps)
 	}
+
+	// A release of the desktop whose console the page shows empties the
+	// console region out of band; of another, it leaves it.
+	rec = hx("bob@example.com", http.MethodPost, "/desktops/release", "div#desktops", url.Values{"desktop": {"vm/-/desk-1"}, "console": {"vm/-/other-1"}})
+	if rec.Code != 200 || strings.Contains(rec.Body.String(), "hx-swap-oob") {
+		t.Fatalf("release with another console shown = %d %.600s", rec.Code, rec.Body.String())
+	}
+	for range 200 { // the release is a task
+		if ds, _ := svc.Desktops(ctx, auth.Identity{Login: "boss@example.com", Admin: true}, true); len(ds) == 0 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if rec := as("bob@example.com", http.MethodPost, "/desktops/claim", url.Values{"pool": {"vm/-/desk"}}); rec.Code != http.StatusSeeOther {
+		t.Fatalf("bob's claim = %d", rec.Code)
+	}
+	rec = hx("bob@example.com", http.MethodPost, "/desktops/release", "div#desktops", url.Values{"desktop": {"vm/-/desk-1"}, "console": {"vm/-/desk-1"}})
+	if rec.Code != 200 || !strings.Contains(rec.Body.String(), `id="desktop-console"`) || !strings.Contains(rec.Body.String(), `hx-swap-oob="true"`) {
+		t.Fatalf("release of the shown desktop = %d %.600s", rec.Code, rec.Body.String())
+	}
 }
