@@ -1,6 +1,7 @@
 package ui_test
 
 import (
+	"bufio"
 	"context"
 	"io"
 	"log/slog"
@@ -231,4 +232,37 @@ func TestDesktopsPage(t *testing.T) {
 	if rec.Code != 200 || !strings.Contains(rec.Body.String(), `id="desktop-console"`) || !strings.Contains(rec.Body.String(), `hx-swap-oob="true"`) {
 		t.Fatalf("release of the shown desktop = %d %.600s", rec.Code, rec.Body.String())
 	}
+
+	// The live stream: "desktops" once it starts (a change before the
+	// subscription is not lost), then after each change of the claims.
+	srv := httptest.NewServer(r)
+	defer srv.Close()
+	sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(sctx, http.MethodGet, srv.URL+"/ui/events", nil)
+	req.Header.Set(auth.HeaderTailscaleLogin, "alice@example.com")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	sc := bufio.NewScanner(res.Body)
+	next := func(want string) {
+		t.Helper()
+		for sc.Scan() {
+			if sc.Text() == want {
+				return
+			}
+		}
+		t.Fatalf("the stream ended before %q: %v", want, sc.Err())
+	}
+	next("event: desktops")
+	for range 200 { // bob's release (a task) ends
+		if ds, _ := svc.Desktops(ctx, auth.Identity{Login: "boss@example.com", Admin: true}, true); len(ds) == 0 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	go func() { _, _ = svc.Claim(ctx, auth.Identity{Login: "alice@example.com", Via: auth.ViaTailscale}, "rest", "vm/-/desk") }()
+	next("event: desktops")
 }

@@ -14,7 +14,7 @@ const heartbeat = 15 * time.Second
 // events is GET /ui/events: a server-sent-events stream with an event
 // "fleet" after each change of the fleet snapshot, "tasks" after each
 // change of a task and, with the VDI broker, "desktops" after claims or
-// pools changed. The page's regions re-fetch themselves on them. It
+// pools changed, and once when the stream starts. The page's regions re-fetch themselves on them. It
 // ends when the client goes.
 func (s *server) events(w http.ResponseWriter, r *http.Request) error {
 	fleetC, stopFleet := s.Fleet.Subscribe()
@@ -42,6 +42,12 @@ func (s *server) events(w http.ResponseWriter, r *http.Request) error {
 	}
 	if !send(": connected\n\n") {
 		return nil // headers are out: nothing more to say
+	}
+	// A change between the page's render and this subscription would be
+	// missed (the stream replays nothing): the desktops page re-reads its
+	// region once the stream is up, and after every reconnect.
+	if desktopsC != nil && !send("event: desktops\ndata: connected\n\n") {
+		return nil
 	}
 	tick := time.NewTicker(heartbeat)
 	defer tick.Stop()
