@@ -263,6 +263,8 @@ func TestDesktopsPage(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	go func() { _, _ = svc.Claim(ctx, auth.Identity{Login: "alice@example.com", Via: auth.ViaTailscale}, "rest", "vm/-/desk") }()
+	go func() {
+		_, _ = svc.Claim(ctx, auth.Identity{Login: "alice@example.com", Via: auth.ViaTailscale}, "rest", "vm/-/desk")
+	}()
 	next("event: desktops")
 }
