@@ -18,7 +18,10 @@ import (
 // ?connect=DESKTOP shows that desktop's console in the page (the region
 // #desktop-console, which Connect fetches with htmx).
 func (s *server) desktops(w http.ResponseWriter, r *http.Request) error {
-	frag := fragmentFor(r, "", "desktops", "desktop-console")
+	frag := fragmentFor(r, "", "desktops", "desktops-live", "desktop-console")
+	if frag == "desktops-live" { // the live wrapper takes the region as its content
+		frag = "desktops"
+	}
 	p, err := s.desktopsModel(r, frag, r.URL.Query().Get("notice"))
 	if err != nil {
 		return err

@@ -156,12 +156,12 @@ func TestDesktopsPage(t *testing.T) {
 		r.ServeHTTP(rec, req)
 		return rec
 	}
-	rec = hx("bob@example.com", http.MethodGet, "/desktops", "div#desktops", nil)
+	rec = hx("bob@example.com", http.MethodGet, "/desktops", "div#desktops-live", nil)
 	if rec.Code != 200 || strings.Contains(rec.Body.String(), "<html") || !strings.Contains(rec.Body.String(), `id="desktops"`) ||
 		strings.Contains(rec.Body.String(), `id="desktop-console"`) {
 		t.Fatalf("htmx #desktops = %d %.600s", rec.Code, rec.Body.String())
 	}
-	rec = hx("bob@example.com", http.MethodPost, "/desktops/claim", "div#desktops", url.Values{"pool": {"vm/-/desk"}})
+	rec = hx("bob@example.com", http.MethodPost, "/desktops/claim", "div#desktops-live", url.Values{"pool": {"vm/-/desk"}})
 	if rec.Code != 200 || !strings.Contains(rec.Body.String(), "You hold vm/-/desk-1") || strings.Contains(rec.Body.String(), "<html") {
 		t.Fatalf("htmx claim (a retry) = %d %.600s", rec.Code, rec.Body.String())
 	}
@@ -215,7 +215,7 @@ func TestDesktopsPage(t *testing.T) {
 
 	// A release of the desktop whose console the page shows empties the
 	// console region out of band; of another, it leaves it.
-	rec = hx("bob@example.com", http.MethodPost, "/desktops/release", "div#desktops", url.Values{"desktop": {"vm/-/desk-1"}, "console": {"vm/-/other-1"}})
+	rec = hx("bob@example.com", http.MethodPost, "/desktops/release", "div#desktops-live", url.Values{"desktop": {"vm/-/desk-1"}, "console": {"vm/-/other-1"}})
 	if rec.Code != 200 || strings.Contains(rec.Body.String(), "hx-swap-oob") {
 		t.Fatalf("release with another console shown = %d %.600s", rec.Code, rec.Body.String())
 	}
@@ -228,7 +228,7 @@ func TestDesktopsPage(t *testing.T) {
 	if rec := as("bob@example.com", http.MethodPost, "/desktops/claim", url.Values{"pool": {"vm/-/desk"}}); rec.Code != http.StatusSeeOther {
 		t.Fatalf("bob's claim = %d", rec.Code)
 	}
-	rec = hx("bob@example.com", http.MethodPost, "/desktops/release", "div#desktops", url.Values{"desktop": {"vm/-/desk-1"}, "console": {"vm/-/desk-1"}})
+	rec = hx("bob@example.com", http.MethodPost, "/desktops/release", "div#desktops-live", url.Values{"desktop": {"vm/-/desk-1"}, "console": {"vm/-/desk-1"}})
 	if rec.Code != 200 || !strings.Contains(rec.Body.String(), `id="desktop-console"`) || !strings.Contains(rec.Body.String(), `hx-swap-oob="true"`) {
 		t.Fatalf("release of the shown desktop = %d %.600s", rec.Code, rec.Body.String())
 	}
