@@ -21,6 +21,7 @@ const vdiUsage = `usage:
   corral vdi assign POOL USER
   corral vdi unassign DESKTOP
   corral vdi ct-pool apply|reconcile|status|list|claim|release|delete ...   (corral vdi ct-pool for details)
+  corral vdi connect DESKTOP [--user LOGIN] [--url BASE]
 POOL is vm/NAMESPACE/NAME or a pool name; DESKTOP is vm/NAMESPACE/MEMBER or a
 member name; GOLDEN is a canonical ref or an instance name.`
 
@@ -125,6 +126,8 @@ func vdiCmd(ctx context.Context, args []string, out io.Writer) error {
 			fmt.Fprintf(out, "start failed (the assignment stays; start it again): %s\n", d.StartError)
 		}
 		return nil
+	case args[0] == "connect":
+		return vdiConnect(ctx, svc, args[1:], out)
 	case args[0] == "unassign" && len(args) == 2:
 		id, err := svc.ResolveDesktop(ctx, args[1])
 		if err != nil {

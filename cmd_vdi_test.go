@@ -65,6 +65,19 @@ func TestVDICommands(t *testing.T) {
 	if !strings.Contains(list, "vm/-/desk-1                  alice") {
 		member = "desk-2"
 	}
+	// connect: the member runs without a guest that serves RDP, so VNC
+	// is the target, serial the fallback, and RDP skipped with a reason.
+	con := corral("vdi", "connect", member, "--url", "http://corral.test")
+	for _, h := range []string{"desktop vm/-/" + member + " (held by alice@example.com)", "connect: VNC: http://corral.test/console/qemu/local/-/" + member + "?kind=vnc",
+		"fallback: serial: http://corral.test/console/qemu/local/-/" + member + "?kind=serial", "skipped: rdp: "} {
+		if !strings.Contains(con, h) {
+			t.Fatalf("corral vdi connect:\n%s\nlacks %q", con, h)
+		}
+	}
+	corral("vdi", "connect", member, "--user", "alice@example.com")
+	if err := run(ctx, []string{"vdi", "connect", member, "--user", "bob@example.com"}, &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), "not yours") {
+		t.Fatalf("connect as bob, who does not hold %s: %v", member, err)
+	}
 	corral("vdi", "unassign", member)
 	if out := corral("vdi", "pool", "list"); strings.Contains(out, "alice") || strings.Contains(out, "running") {
 		t.Fatalf("after unassign:\n%s", out)

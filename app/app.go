@@ -191,7 +191,9 @@ func (a *App) routes(assets *static.Assets) http.Handler {
 		cd := console.Deps{Fleet: a.Fleet, Instances: a.Instances, Assets: assets, Log: a.log,
 			Authorize: consoles.RequirePrivileged(), TrustedProxies: a.cfg.Auth.TrustedProxies}
 		if b := a.vdiBroker(); b != nil {
-			cd.Sessions = b
+			// Private consoles: a desktop's holder opens its consoles,
+			// no other instance's (consoleAllow, in app/vdi.go).
+			cd.Sessions, cd.Authorize, cd.Allow = b, consoles.Require(auth.Holder), a.consoleAllow(b)
 		}
 		console.Mount(r, cd)
 	})

@@ -1,17 +1,24 @@
 package app
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/go-chi/chi/v5"
 
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/corral-dev/corral/app/auth"
 	"github.com/corral-dev/corral/app/vdi"
+	"github.com/corral-dev/corral/backends"
 )
 
 // VDIConfig is the desktop broker's configuration (spec/vdi.md).
@@ -112,5 +119,32 @@ func (a *App) kubeClients() vdi.Kube {
 		}
 		cache[name] = clients{kube, dyn}
 		return kube, dyn, nil
+	}
+}
+
+// consoleAllow is the console surface's Allow hook while the broker runs
+// (spec/vdi.md, private consoles): admins open every console; a signed-in
+// person who is not an admin only those of a desktop they hold. A holder's
+// console connection (a WebSocket, not the page) is audited as "vdi
+// console"; a refusal as any refused request.
+func (a *App) consoleAllow(b *vdi.Service) func(ctx context.Context, id auth.Identity, ref backends.InstanceRef) error {
+	return func(ctx context.Context, id auth.Identity, ref backends.InstanceRef) error {
+		holder, err := b.ConsoleAccess(ctx, id, ref)
+		pattern := ""
+		if rc := chi.RouteContext(ctx); rc != nil {
+			pattern = rc.RoutePattern()
+		}
+		switch {
+		case err != nil && (errors.Is(err, backends.ErrForbidden) || errors.Is(err, backends.ErrConflict)):
+			status := "403 "
+			if errors.Is(err, backends.ErrConflict) {
+				status = "409 "
+			}
+			a.auditor.Record(ctx, id, "console", "GET "+pattern, ref.String(), auth.OutcomeRefused, status+backends.SafeMessage(err))
+		case holder && strings.HasPrefix(pattern, "/ws/"):
+			kind := strings.TrimSuffix(strings.TrimPrefix(pattern, "/ws/"), "/*")
+			a.auditor.Record(ctx, id, "console", "vdi console ("+kind+")", ref.String(), auth.OutcomeOK, "the desktop's holder opened its "+kind+" console")
+		}
+		return err
 	}
 }

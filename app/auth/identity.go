@@ -90,9 +90,15 @@ const (
 	// User routes are the self-service ones (VDI desktops): any signed-in
 	// person; a peer is a service, not a user, and is refused.
 	User
+	// Holder routes are the consoles while the VDI broker runs: as
+	// Privileged, except that a signed-in person who is not an admin is
+	// let through to the route's own check, which opens only the consoles
+	// of a desktop that person holds (console.Deps.Allow) and refuses
+	// every other instance with 403.
+	Holder
 )
 
-var ruleNames = map[Rule]string{Public: "public", Read: "read", Admin: "admin", Privileged: "privileged", User: "user"}
+var ruleNames = map[Rule]string{Public: "public", Read: "read", Admin: "admin", Privileged: "privileged", User: "user", Holder: "holder"}
 
 func (r Rule) String() string {
 	if s, ok := ruleNames[r]; ok {
@@ -103,7 +109,7 @@ func (r Rule) String() string {
 
 // Mutating reports whether a refusal of this rule is a refused mutation,
 // which the audit log records.
-func (r Rule) Mutating() bool { return r == Admin || r == Privileged || r == User }
+func (r Rule) Mutating() bool { return r == Admin || r == Privileged || r == User || r == Holder }
 
 // ErrUnauthenticated is the kind of a refusal for want of an identity
 // (HTTP 401). ErrForbidden is the kind of a refusal of an identity that
@@ -191,8 +197,8 @@ func (p *Policy) Decide(rule Rule, id Identity) error {
 	switch rule {
 	case Read:
 		return nil
-	case Admin, Privileged:
-		if id.Admin {
+	case Admin, Privileged, Holder:
+		if id.Admin || rule == Holder && id.User() {
 			return nil
 		}
 		if id.Anonymous() {

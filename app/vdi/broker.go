@@ -110,6 +110,7 @@ func (s *Service) claimFor(ctx context.Context, o tasks.Origin, holder, poolID s
 	if err != nil {
 		return Desktop{}, s.audit(ctx, spec, err, "")
 	}
+	defer s.changed()
 	_, ref, _ := p.member(c.Desktop)
 	var startErr error
 	if p.kubevirt() {

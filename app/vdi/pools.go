@@ -45,6 +45,7 @@ type Pool struct {
 // pool is left behind. It runs as the task "vdi pool create".
 func (s *Service) CreatePool(ctx context.Context, o tasks.Origin, req PoolRequest) (Pool, error) {
 	spec := tasks.Spec{Action: "vdi pool create", Target: req.Name, Origin: o}
+	defer s.changed()
 	if err := backends.ValidateName("pool", req.Name); err != nil {
 		return Pool{}, s.opts.Tasks.Refused(ctx, spec, err)
 	}
@@ -179,6 +180,7 @@ func (s *Service) describe(ctx context.Context, p *pool) (Pool, error) {
 // delete can be run again. It runs as the task "vdi pool delete".
 func (s *Service) DeletePool(ctx context.Context, o tasks.Origin, poolID string) error {
 	spec := tasks.Spec{Action: "vdi pool delete", Target: poolID, Origin: o}
+	defer s.changed()
 	id, err := ParsePoolID(poolID)
 	if err != nil {
 		return s.opts.Tasks.Refused(ctx, spec, backends.Invalidf("pool %q: accepted is vm/NAMESPACE/POOL", poolID))

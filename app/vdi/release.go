@@ -84,6 +84,7 @@ func (s *Service) release(ctx context.Context, p *pool, checked Claim, r *tasks.
 	d := checked.Desktop
 	unlock := s.lock(d)
 	defer unlock()
+	defer s.changed() // also a failed release: its claim may be back with its holder
 	cur, err := p.claims.Get(ctx, d)
 	if errors.Is(err, ErrNoClaim) {
 		return backends.Conflictf("desktop %s was released already", d)

@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/corral-dev/corral/app/broadcast"
 	"github.com/corral-dev/corral/app/fleet"
 	"github.com/corral-dev/corral/app/tasks"
 	"github.com/corral-dev/corral/backends"
@@ -75,6 +76,7 @@ type Service struct {
 	// (a release and a reclaim of the same desktop).
 	opLocks map[DesktopID]*sync.Mutex
 	loads   flight[store.VDIPool]
+	hub     broadcast.Hub // claims and pools changed (changes.go)
 }
 
 // New returns the VDI service.

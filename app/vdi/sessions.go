@@ -67,6 +67,7 @@ func (s *Service) desktopOf(ref backends.InstanceRef) (DesktopID, bool) {
 func (s *Service) mark(d DesktopID, set func(*Claim, time.Time)) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	defer s.changed()
 	p, err := s.find(ctx, d)
 	if err != nil {
 		return

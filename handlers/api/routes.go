@@ -119,6 +119,7 @@ func Mount(r chi.Router, d Deps) {
 		route(http.MethodGet, "/vdi/desktops/{kind}/{ns}/{member}", auth.User, v.desktop)
 		route(http.MethodPost, "/vdi/desktops/{kind}/{ns}/{member}/start", auth.User, v.start)
 		route(http.MethodPost, "/vdi/desktops/{kind}/{ns}/{member}/release", auth.User, v.release)
+		route(http.MethodGet, "/vdi/desktops/{kind}/{ns}/{member}/connect", auth.User, v.connect)
 	}
 	route(http.MethodGet, "/tasks/{id}", auth.Read, h.taskGet)
 	route(http.MethodGet, "/tasklog", auth.Read, h.taskLog)

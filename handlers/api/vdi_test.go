@@ -178,6 +178,10 @@ func TestVDIBroker(t *testing.T) {
 		{http.MethodGet, path, "alice@example.com", 200},
 		{http.MethodGet, path, "boss@example.com", 200},
 		{http.MethodPost, path + "/start", "alice@example.com", 200},
+		{http.MethodGet, path + "/connect", "bob@example.com", 403},
+		{http.MethodGet, path + "/connect", "", 401},
+		// The simulated context has no consoles: the typed refusal.
+		{http.MethodGet, path + "/connect", "alice@example.com", 400},
 	} {
 		if code := call(t, srv, tc.method, tc.path, tc.login, nil); code != tc.want {
 			t.Errorf("%s %s as %s = %d, want %d", tc.method, tc.path, tc.login, code, tc.want)

@@ -29,6 +29,12 @@ var kinds = []offer{
 // vnc, or serial for a CT, whose console is a shell). A stopped instance still gets its page: the console element keeps
 // retrying and connects once the instance runs.
 func (s *server) consoleShow(w http.ResponseWriter, r *http.Request) error {
+	// ?embed=1: the page inside another page's frame (the desktops page),
+	// without the dashboard's header.
+	embed := r.URL.Query().Get("embed")
+	if embed != "" && embed != "1" {
+		return backends.Invalidf("embed=%q: accepted is 1, or nothing", embed)
+	}
 	kind := backends.ConsoleKind(r.URL.Query().Get("kind"))
 	if kind != "" && !slices.ContainsFunc(kinds, func(k offer) bool { return k.kind == kind }) {
 		return backends.Invalidf("console kind %q is not accepted: use vnc, serial or rdp", kind)
@@ -94,10 +100,15 @@ func (s *server) consoleShow(w http.ResponseWriter, r *http.Request) error {
 		if len(offered) > 0 && !slices.Contains(offered, k.kind) {
 			continue
 		}
-		c.Kinds = append(c.Kinds, views.ConsoleLink{Kind: string(k.kind), Label: k.label, URL: pageURL(k.kind, in.Ref), Current: k.kind == kind})
+		u := pageURL(k.kind, in.Ref)
+		if embed == "1" {
+			u += "&embed=1"
+		}
+		c.Kinds = append(c.Kinds, views.ConsoleLink{Kind: string(k.kind), Label: k.label, URL: u, Current: k.kind == kind})
 	}
 	frag := fragmentFor(r, "console")
 	c.Page = s.page(r, "Console · "+in.Ref.Name)
+	c.Page.Embed = embed == "1"
 	return render.Page(w, r, http.StatusOK, views.ConsolePage(c), frag)
 }
 

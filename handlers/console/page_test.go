@@ -82,6 +82,16 @@ func TestConsolePage(t *testing.T) {
 		}
 	})
 
+	t.Run("embedded in another page", func(t *testing.T) {
+		res, doc := get(t, g.srv.URL+"/console/"+refVM+"?kind=serial&embed=1", nil)
+		if res.StatusCode != http.StatusOK || doc.Find("corral-serial").Length() != 1 {
+			t.Fatalf("status %d; want the page with its serial console", res.StatusCode)
+		}
+		if n := doc.Find("header.top").Length() + doc.Find(tid("console-back")).Length() + doc.Find(tid("console-kinds")).Length(); n != 0 {
+			t.Fatalf("the embedded page shows the header, the crumbs or the kinds (%d elements)", n)
+		}
+	})
+
 	t.Run("stopped instance", func(t *testing.T) {
 		res, doc := get(t, g.srv.URL+"/console/"+refOff, nil)
 		if res.StatusCode != http.StatusOK || doc.Find(tid("console-notice")).Length() != 1 || doc.Find("corral-vnc").Length() != 1 {
@@ -94,6 +104,7 @@ func TestConsolePage(t *testing.T) {
 		status     int
 	}{
 		{"unknown kind", "/console/" + refVM + "?kind=spice", http.StatusBadRequest},
+		{"bad embed", "/console/" + refVM + "?embed=yes", http.StatusBadRequest},
 		{"kind the instance does not offer", "/console/" + refVM + "?kind=rdp", http.StatusBadRequest},
 		{"backend without consoles", "/console/" + refPlain, http.StatusBadRequest},
 		{"unknown instance", "/console/sim/cons/-/ghost", http.StatusNotFound},

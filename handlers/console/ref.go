@@ -52,9 +52,9 @@ type target struct {
 }
 
 // resolve finds the instance named after prefix and its backend's console
-// dialer: NotFound for an unknown instance or context, the typed refusal
-// (400) for a backend without consoles, Deps.Allow's error for a caller
-// it refuses.
+// dialer: NotFound for an unknown instance, Deps.Allow's error for a
+// caller it refuses, the typed refusal (400) for a backend without
+// consoles.
 func (s *server) resolve(r *http.Request, prefix string) (target, error) {
 	text, err := refText(r, prefix)
 	if err != nil {
@@ -64,6 +64,13 @@ func (s *server) resolve(r *http.Request, prefix string) (target, error) {
 	if err != nil {
 		return target{}, err
 	}
+	// Who may open it is decided first: a refused caller learns nothing
+	// of the instance's consoles.
+	if s.Allow != nil {
+		if err := s.Allow(r.Context(), middleware.IdentityFrom(r.Context()), ref); err != nil {
+			return target{}, err
+		}
+	}
 	b, err := s.Fleet.Backend(ref)
 	if err != nil {
 		return target{}, err
@@ -71,11 +78,6 @@ func (s *server) resolve(r *http.Request, prefix string) (target, error) {
 	d, err := backends.Consoles(b)
 	if err != nil {
 		return target{}, err
-	}
-	if s.Allow != nil {
-		if err := s.Allow(r.Context(), middleware.IdentityFrom(r.Context()), ref); err != nil {
-			return target{}, err
-		}
 	}
 	return target{ref: ref, b: b, dialer: d}, nil
 }

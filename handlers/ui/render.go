@@ -41,7 +41,7 @@ func renderPage(w http.ResponseWriter, r *http.Request, status int, c templ.Comp
 // The activity panel is read only when it will be sent: for a full page,
 // or for an htmx request for the panel itself.
 func (s *server) page(ctx context.Context, r *http.Request, title, fragment string) views.Page {
-	p := views.Page{Title: title, Assets: render.Assets(s.Assets), Self: r.URL.RequestURI(), User: s.user(r)}
+	p := views.Page{Title: title, Assets: render.Assets(s.Assets), Self: r.URL.RequestURI(), User: s.user(r), Desktops: s.VDI != nil}
 	p.Warnings = render.Warnings(s.Fleet.Snapshot())
 	if !isHTMX(r) || fragment == "activity" {
 		a := s.activityModel(ctx)

@@ -103,6 +103,9 @@ func Mount(r chi.Router, d Deps) {
 		route(http.MethodPost, "/desktops/claim", auth.User, s.desktopClaim)
 		route(http.MethodPost, "/desktops/start", auth.User, s.desktopStart)
 		route(http.MethodPost, "/desktops/release", auth.User, s.desktopRelease)
+		route(http.MethodGet, "/desktops/pools", auth.Privileged, s.desktopPools) // everyone's holders
+		route(http.MethodPost, "/desktops/pools", auth.Admin, s.desktopPoolCreate)
+		route(http.MethodPost, "/desktops/pools/delete", auth.Admin, s.desktopPoolDelete)
 	}
 	// Canonical refs contain slashes, so /vm/ takes the rest of the path:
 	// GET /vm/{ref} (the page), GET /vm/{ref}/delete (the confirmation,
