@@ -146,6 +146,12 @@ func (a *App) buildAuth() error {
 		sm.Cookie.SameSite = http.SameSiteLaxMode // the provider's redirect back is a top-level GET
 		sm.Cookie.Secure = strings.HasPrefix(ac.OIDC.RedirectURL, "https:") || strings.HasPrefix(ac.OIDC.Issuer, "https:")
 		sm.ErrorFunc = func(w http.ResponseWriter, r *http.Request, err error) {
+			if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
+				// The client went away (a browser cancelling a superseded
+				// fetch): nobody reads the answer, and nothing failed.
+				a.log.Debug("app: request cancelled by the client", "request_id", middleware.RequestIDFrom(r.Context()))
+				return
+			}
 			a.log.Error("app: session store failed", "request_id", middleware.RequestIDFrom(r.Context()), "err", err)
 			http.Error(w, "internal error (request "+middleware.RequestIDFrom(r.Context())+")", http.StatusInternalServerError)
 		}
