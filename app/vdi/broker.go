@@ -356,6 +356,13 @@ func (s *Service) viewWith(ctx context.Context, p *pool, c Claim, states map[str
 		v.Phase = phase(st)
 		v.Running = st == backends.StateRunning
 	}
+	s.sessionView(&v, c)
+	return v
+}
+
+// sessionView fills the session fields of v from claim c and the
+// consoles open in this process.
+func (s *Service) sessionView(v *Desktop, c Claim) {
 	s.mu.Lock()
 	open := s.open[c.Desktop]
 	s.mu.Unlock()
@@ -368,7 +375,6 @@ func (s *Service) viewWith(ctx context.Context, p *pool, c Claim, states map[str
 	if !at.IsZero() {
 		v.ReclaimAt, v.ReclaimReason = &at, reason
 	}
-	return v
 }
 
 func phase(st backends.State) string {

@@ -37,6 +37,12 @@ type CTPools interface {
 	// Release destroys the member of c and makes it again from the
 	// image, if c is still the claim (its holder and version).
 	Release(ctx context.Context, c Claim) error
+	// Update writes c's times and session marks if the claim is still
+	// at c.Version; ErrChanged otherwise (renewal and marks).
+	Update(ctx context.Context, c Claim) (Claim, error)
+	// Desktop maps the instance ref of a CT pool member (its console's
+	// ref) to its desktop ct/NAMESPACE/MEMBER; false for any other ref.
+	Desktop(ctx context.Context, ref backends.InstanceRef) (DesktopID, bool)
 }
 
 func isCT(desktop string) bool { return strings.HasPrefix(desktop, "ct/") }
@@ -112,14 +118,15 @@ func (s *Service) ctHeld(ctx context.Context, who auth.Identity, desktop string)
 	return ct, c, nil
 }
 
-// ctView is the desktop answer of a CT claim. CT desktops have no
-// reclaim policy yet: no session marks, no reclaim time.
+// ctView is the desktop answer of a CT claim, with its session marks
+// and planned reclaim as for a VM desktop.
 func (s *Service) ctView(ctx context.Context, c Claim) Desktop {
 	v := Desktop{ID: c.Desktop.String(), SessionID: c.Session, PoolID: "ct/" + c.Desktop.Namespace + "/" + c.Pool, Owner: c.Holder,
 		ClaimedAt: c.Acquired, Expired: c.Expired(s.now()), Phase: "Unknown"}
 	if s.opts.CT != nil {
 		v.Ref, v.Phase, v.Running = s.opts.CT.Member(ctx, c)
 	}
+	s.sessionView(&v, c)
 	return v
 }
 
@@ -155,6 +162,7 @@ func (s *Service) ctRelease(ctx context.Context, who auth.Identity, spec tasks.S
 	return s.opts.Tasks.Start(ctx, spec, func(ctx context.Context, r *tasks.Run) error {
 		unlock := s.lock(c.Desktop)
 		defer unlock()
+		defer s.changed()
 		if err := ct.Release(ctx, c); err != nil {
 			return err
 		}

@@ -72,6 +72,9 @@ type Service struct {
 	mu     sync.Mutex
 	leases map[string]*LeaseClaims // by KubeVirt context
 	open   map[DesktopID]int       // open consoles, this process only
+	// consoles maps the ref of an instance with open consoles to its
+	// desktop, so the close finds the desktop the open counted.
+	consoles map[string]DesktopID
 	// opLocks serializes the changes of one desktop in this process
 	// (a release and a reclaim of the same desktop).
 	opLocks map[DesktopID]*sync.Mutex
@@ -89,7 +92,7 @@ func New(opts Options) *Service {
 	}
 	opts.Interval = cmp.Or(opts.Interval, 30*time.Second)
 	return &Service{opts: opts, sql: NewSQLClaims(opts.Store), picker: NewPicker(),
-		leases: map[string]*LeaseClaims{}, open: map[DesktopID]int{}, opLocks: map[DesktopID]*sync.Mutex{}}
+		leases: map[string]*LeaseClaims{}, open: map[DesktopID]int{}, consoles: map[string]DesktopID{}, opLocks: map[DesktopID]*sync.Mutex{}}
 }
 
 // Options returns the service's configuration (the policy's durations).

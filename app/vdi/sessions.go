@@ -25,6 +25,7 @@ func (s *Service) ConsoleOpened(ref backends.InstanceRef) {
 	}
 	s.mu.Lock()
 	s.open[d]++
+	s.consoles[ref.String()] = d
 	first := s.open[d] == 1
 	s.mu.Unlock()
 	if first {
@@ -35,9 +36,15 @@ func (s *Service) ConsoleOpened(ref backends.InstanceRef) {
 // ConsoleClosed counts a console of instance ref closed; the last one of
 // a desktop marks it disconnected, which starts the disconnect grace.
 func (s *Service) ConsoleClosed(ref backends.InstanceRef) {
-	d, ok := s.desktopOf(ref)
+	// The desktop the open mapped ref to: a CT member being recreated
+	// meanwhile cannot be looked up again.
+	s.mu.Lock()
+	d, ok := s.consoles[ref.String()]
+	s.mu.Unlock()
 	if !ok {
-		return
+		if d, ok = s.desktopOf(ref); !ok {
+			return
+		}
 	}
 	s.mu.Lock()
 	if s.open[d] > 0 {
@@ -46,6 +53,7 @@ func (s *Service) ConsoleClosed(ref backends.InstanceRef) {
 	last := s.open[d] == 0
 	if last {
 		delete(s.open, d)
+		delete(s.consoles, ref.String())
 	}
 	s.mu.Unlock()
 	if last {
@@ -53,10 +61,18 @@ func (s *Service) ConsoleClosed(ref backends.InstanceRef) {
 	}
 }
 
+// desktopOf maps an instance to its desktop: a VM pool member by its
+// registered ref, a CT pool member (ct/NAMESPACE/MEMBER) through the
+// CT seam.
 func (s *Service) desktopOf(ref backends.InstanceRef) (DesktopID, bool) {
 	m, err := s.opts.Store.VDIMemberByRef(context.Background(), ref.String())
 	if err != nil {
-		return DesktopID{}, false
+		if s.opts.CT == nil {
+			return DesktopID{}, false
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		return s.opts.CT.Desktop(ctx, ref)
 	}
 	d, err := ParseDesktopID(m.Desktop)
 	return d, err == nil
@@ -68,17 +84,17 @@ func (s *Service) mark(d DesktopID, set func(*Claim, time.Time)) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	defer s.changed()
-	p, err := s.find(ctx, d)
+	claims, err := s.claimsOf(ctx, d)
 	if err != nil {
 		return
 	}
 	for range 5 {
-		c, err := p.claims.Get(ctx, d)
+		c, err := claims.Get(ctx, d)
 		if err != nil {
 			return
 		}
 		set(&c, s.now())
-		if _, err = p.claims.Update(ctx, c); !errors.Is(err, ErrChanged) {
+		if _, err = claims.Update(ctx, c); !errors.Is(err, ErrChanged) {
 			if err != nil {
 				s.opts.Log.Warn("vdi: session mark lost", "desktop", d.String(), "err", err)
 			}
@@ -120,20 +136,31 @@ func (s *Service) Recover(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		for _, c := range claims {
-			s.mu.Lock()
-			open := s.open[c.Desktop]
-			s.mu.Unlock()
-			if c.WasConnected() && open == 0 {
-				s.mark(c.Desktop, func(c *Claim, now time.Time) {
-					if c.WasConnected() {
-						c.Disconnected = now
-					}
-				})
-			}
+		s.recover(claims)
+	}
+	if s.opts.CT != nil {
+		claims, err := s.opts.CT.Claims(ctx)
+		if err != nil {
+			return err
 		}
+		s.recover(claims)
 	}
 	return nil
+}
+
+func (s *Service) recover(claims []Claim) {
+	for _, c := range claims {
+		s.mu.Lock()
+		open := s.open[c.Desktop]
+		s.mu.Unlock()
+		if c.WasConnected() && open == 0 {
+			s.mark(c.Desktop, func(c *Claim, now time.Time) {
+				if c.WasConnected() {
+					c.Disconnected = now
+				}
+			})
+		}
+	}
 }
 
 // Pass applies the policy once to every claim of every pool: a claim
@@ -160,34 +187,68 @@ func (s *Service) Pass(ctx context.Context) error {
 			if _, _, ok := p.member(c.Desktop); !ok {
 				continue
 			}
-			now := s.now()
-			s.mu.Lock()
-			open := s.open[c.Desktop]
-			s.mu.Unlock()
-			if c.WasConnected() && open == 0 {
-				// Marked connected but nothing open here: the close was lost
-				// or the process restarted. Grace starts now.
-				c.Disconnected = now
-				if c, err = p.claims.Update(ctx, c); err != nil {
-					continue // changed meanwhile: the next pass sees it
-				}
-			}
-			if at, reason := s.reclaimAt(c, open); !at.IsZero() && !now.Before(at) {
-				spec := tasks.Spec{Action: "vdi reclaim (" + reason + ")", Target: c.Desktop.String() + " (held by " + c.Holder + ")",
-					Origin: tasks.Origin{Actor: BrokerIdentity, Surface: "vdi"}}
-				_, _ = s.opts.Tasks.Do(ctx, spec, func(ctx context.Context, r *tasks.Run) error {
-					return s.release(ctx, p, c, r)
-				})
-				continue
-			}
-			if now.Sub(c.Renewed) >= s.opts.Interval || c.Expired(now) {
-				if _, err := p.claims.Update(ctx, Renew(c, now)); err != nil && !errors.Is(err, ErrChanged) {
-					errs = append(errs, err)
-				}
+			if err := s.apply(ctx, c, p.claims, func(ctx context.Context, c Claim, r *tasks.Run) error {
+				return s.release(ctx, p, c, r)
+			}); err != nil {
+				errs = append(errs, err)
 			}
 		}
 	}
+	if err := s.ctPass(ctx); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
+}
+
+// claimRW reads and writes claims: a pool's ClaimStore, or the CT seam.
+type claimRW interface {
+	Get(ctx context.Context, d DesktopID) (Claim, error)
+	Update(ctx context.Context, c Claim) (Claim, error)
+}
+
+// claimsOf returns where d's claim is kept.
+func (s *Service) claimsOf(ctx context.Context, d DesktopID) (claimRW, error) {
+	if d.Kind == "ct" {
+		return s.ctSeam()
+	}
+	p, err := s.find(ctx, d)
+	if err != nil {
+		return nil, err
+	}
+	return p.claims, nil
+}
+
+// apply applies the policy to claim c, kept in claims: it reclaims c
+// through reclaim (a task audited "vdi reclaim (REASON)") when c is past
+// its maximum duration or its disconnect grace, and renews it otherwise.
+func (s *Service) apply(ctx context.Context, c Claim, claims claimRW, reclaim func(context.Context, Claim, *tasks.Run) error) error {
+	now := s.now()
+	s.mu.Lock()
+	open := s.open[c.Desktop]
+	s.mu.Unlock()
+	if c.WasConnected() && open == 0 {
+		// Marked connected but nothing open here: the close was lost
+		// or the process restarted. Grace starts now.
+		c.Disconnected = now
+		var err error
+		if c, err = claims.Update(ctx, c); err != nil {
+			return nil // changed meanwhile: the next pass sees it
+		}
+	}
+	if at, reason := s.reclaimAt(c, open); !at.IsZero() && !now.Before(at) {
+		spec := tasks.Spec{Action: "vdi reclaim (" + reason + ")", Target: c.Desktop.String() + " (held by " + c.Holder + ")",
+			Origin: tasks.Origin{Actor: BrokerIdentity, Surface: "vdi"}}
+		_, _ = s.opts.Tasks.Do(ctx, spec, func(ctx context.Context, r *tasks.Run) error {
+			return reclaim(ctx, c, r)
+		})
+		return nil
+	}
+	if now.Sub(c.Renewed) >= s.opts.Interval || c.Expired(now) {
+		if _, err := claims.Update(ctx, Renew(c, now)); err != nil && !errors.Is(err, ErrChanged) {
+			return err
+		}
+	}
+	return nil
 }
 
 // Run applies the restart rule, then the policy every Interval, until

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"k8s.io/client-go/kubernetes"
 
@@ -23,12 +26,14 @@ type Seam struct {
 	// Clusters returns the clusters to serve (the KubeVirt contexts).
 	Clusters func() []Cluster
 	Log      *slog.Logger
+	// Now is the clock of the claims; nil means time.Now.
+	Now func() time.Time
 }
 
 var _ vdi.CTPools = (*Seam)(nil)
 
 func (s *Seam) manager(c Cluster, ns string) *Manager {
-	return New(c.Kube, Options{Context: c.Context, Namespace: ns, Log: s.Log})
+	return New(c.Kube, Options{Context: c.Context, Namespace: ns, Log: s.Log, Now: s.Now})
 }
 
 // find returns the manager of the namespace that holds pool.
@@ -140,4 +145,37 @@ func (s *Seam) Release(ctx context.Context, c vdi.Claim) error {
 		return backends.Conflictf("desktop %s was released already", c.Desktop)
 	}
 	return err
+}
+
+// Update implements vdi.CTPools.
+func (s *Seam) Update(ctx context.Context, c vdi.Claim) (vdi.Claim, error) {
+	for _, cl := range s.Clusters() {
+		claims := vdi.NewLeaseClaims(cl.Kube, cl.Context)
+		if _, err := claims.Get(ctx, c.Desktop); errors.Is(err, vdi.ErrNoClaim) {
+			continue
+		} else if err != nil {
+			return vdi.Claim{}, err
+		}
+		return claims.Update(ctx, c)
+	}
+	return vdi.Claim{}, vdi.ErrChanged
+}
+
+// Desktop implements vdi.CTPools: ref is a CT member when its context is
+// a served cluster and its data PVC carries the member label.
+func (s *Seam) Desktop(ctx context.Context, ref backends.InstanceRef) (vdi.DesktopID, bool) {
+	if ref.Backend != backends.KindKubeVirt || ref.Namespace == "" || ref.Name == "" {
+		return vdi.DesktopID{}, false
+	}
+	for _, cl := range s.Clusters() {
+		if cl.Context != ref.Context {
+			continue
+		}
+		pvc, err := cl.Kube.CoreV1().PersistentVolumeClaims(ref.Namespace).Get(ctx, dataPVC(ref.Name), metav1.GetOptions{})
+		if err != nil || pvc.Labels[LabelMember] != ref.Name {
+			return vdi.DesktopID{}, false
+		}
+		return vdi.DesktopID{Kind: "ct", Namespace: ref.Namespace, Member: ref.Name}, true
+	}
+	return vdi.DesktopID{}, false
 }
