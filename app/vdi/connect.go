@@ -9,7 +9,6 @@ import (
 
 	"github.com/corral-dev/corral/app/auth"
 	"github.com/corral-dev/corral/backends"
-	"github.com/corral-dev/corral/store"
 )
 
 // Connect protocols, in the order spec/vdi.md ranks them.
@@ -142,25 +141,20 @@ func (s *Service) ConsoleAccess(ctx context.Context, who auth.Identity, ref back
 		return false, nil
 	}
 	refuse := backends.Forbiddenf("only admins may open the consoles of %s; a desktop's holder may open its own", ref.Name)
-	if who.Login == "" || reserved(who.Login) {
+	if who.Login == "" || Reserved(who.Login) {
 		return false, refuse
 	}
-	m, err := s.opts.Store.VDIMemberByRef(ctx, ref.String())
-	if errors.Is(err, store.ErrNotFound) {
+	// The same lookup as the session count: a VM pool member by its
+	// registered ref, a CT pool member through the CT seam.
+	d, ok := s.desktopOf(ref)
+	if !ok {
 		return false, refuse
 	}
-	if err != nil {
-		return false, err
-	}
-	d, err := ParseDesktopID(m.Desktop)
-	if err != nil {
-		return false, refuse
-	}
-	p, err := s.find(ctx, d)
+	claims, err := s.claimsOf(ctx, d)
 	if err != nil {
 		return false, refuse
 	}
-	c, err := p.claims.Get(ctx, d)
+	c, err := claims.Get(ctx, d)
 	switch {
 	case errors.Is(err, ErrNoClaim):
 		return false, refuse
@@ -169,7 +163,7 @@ func (s *Service) ConsoleAccess(ctx context.Context, who auth.Identity, ref back
 	case c.Holder != who.Login:
 		return false, backends.Forbiddenf("desktop %s is not yours: only its holder and admins may open its consoles", d)
 	case c.Expired(s.now()):
-		return false, backends.Conflictf("your claim on %s expired: claim the pool %s again", d, p.id)
+		return false, backends.Conflictf("your claim on %s expired: claim the pool %s again", d, PoolID{Kind: d.Kind, Namespace: d.Namespace, Pool: c.Pool})
 	}
 	return true, nil
 }

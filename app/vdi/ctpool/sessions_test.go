@@ -281,3 +281,22 @@ func TestCTConsoleOfOtherInstance(t *testing.T) {
 		t.Fatalf("seam desktop of %s: %v %v", e.ref, d, ok)
 	}
 }
+
+// TestCTConsoleAccess: the holder of a CT desktop may open its consoles;
+// another signed-in person may not, and neither may anyone for an
+// instance that is no desktop.
+func TestCTConsoleAccess(t *testing.T) {
+	e := newSessEnv(t)
+	svc := e.broker(ctPolicy)
+	e.claim(t, svc)
+	if holder, err := svc.ConsoleAccess(e.ctx, ctAlice, e.ref); err != nil || !holder {
+		t.Fatalf("the holder's console access to %s: holder %v, %v", e.ref, holder, err)
+	}
+	if _, err := svc.ConsoleAccess(e.ctx, ctBob, e.ref); !errors.Is(err, backends.ErrForbidden) {
+		t.Fatalf("another user's console access to %s: %v, want Forbidden", e.ref, err)
+	}
+	other := backends.InstanceRef{Backend: backends.KindKubeVirt, Context: "test", Namespace: e.ns, Name: "vm-1"}
+	if _, err := svc.ConsoleAccess(e.ctx, ctAlice, other); !errors.Is(err, backends.ErrForbidden) {
+		t.Fatalf("console access to %s, no desktop: %v, want Forbidden", other, err)
+	}
+}
