@@ -59,6 +59,9 @@ type App struct {
 	closers   []func() error
 	cancel    context.CancelFunc
 
+	// kube returns a KubeVirt context's Kubernetes clients, built once.
+	kube vdi.Kube
+
 	// Identity and access (see app/auth and docs/security.md).
 	policy   *auth.Policy
 	auditor  *auth.Auditor
@@ -104,6 +107,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		instances.WithImages(&images.Resolver{Dir: filepath.Join(filepath.Dir(path), "images")}))
 	a.Folders = folders.New(st, a.Fleet, a.Tasks, a.Instances, folders.Options{})
 	a.Move = move.New(a.Fleet, a.Tasks, move.Options{Registry: st, Logger: log})
+	a.kube = a.kubeClients()
 	a.buildSchedules()
 	a.buildVDI()
 	if err := a.buildAuth(); err != nil {

@@ -2,14 +2,11 @@ package app
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/corral-dev/corral/app/schedule"
 )
@@ -19,27 +16,12 @@ import (
 // use case, in-cluster schedules through the clusters of the KubeVirt
 // contexts (the kubeconfig's, or the pod's own for "in-cluster").
 func (a *App) buildSchedules() {
-	kc := a.cfg.Kubeconfig
-	cache := &schedule.ClientCache{Build: func(name string) (kubernetes.Interface, error) {
-		var cfg *rest.Config
-		var err error
-		if name == "in-cluster" {
-			cfg, err = rest.InClusterConfig()
-		} else if kc == "" {
-			err = errors.New("app: no kubeconfig")
-		} else {
-			cfg, err = clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
-				&clientcmd.ClientConfigLoadingRules{ExplicitPath: kc}, &clientcmd.ConfigOverrides{CurrentContext: name}).ClientConfig()
-		}
-		if err != nil {
-			return nil, err
-		}
-		cfg = rest.CopyConfig(cfg)
-		cfg.UserAgent = "corral"
-		return kubernetes.NewForConfig(cfg)
-	}}
+	clients := func(name string) (kubernetes.Interface, error) {
+		kc, _, err := a.kube(name)
+		return kc, err
+	}
 	a.Schedules = schedule.New(a.Store, a.Fleet, a.Tasks, a.Folders, a.Instances, schedule.Options{
-		CronJobs: &schedule.KubeCronJobs{Clients: cache.Client, Image: a.cfg.SchedulerImage},
+		CronJobs: &schedule.KubeCronJobs{Clients: clients, Image: a.cfg.SchedulerImage},
 		Logger:   a.log,
 	})
 }

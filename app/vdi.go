@@ -65,9 +65,8 @@ func parseVDI(getenv func(string) string) (VDIConfig, error) {
 // is on; `corral serve` mounts the broker and runs its policy only with
 // CORRAL_VDI_BROKER=1.
 func (a *App) buildVDI() {
-	kube := a.kubeClients()
-	a.VDI = vdi.New(vdi.Options{Fleet: a.Fleet, Tasks: a.Tasks, Store: a.Store, Kube: kube,
-		Grace: a.cfg.VDI.Grace, MaxSession: a.cfg.VDI.MaxSession, Log: a.log, CT: a.ctPools(kube)})
+	a.VDI = vdi.New(vdi.Options{Fleet: a.Fleet, Tasks: a.Tasks, Store: a.Store, Kube: a.kube,
+		Grace: a.cfg.VDI.Grace, MaxSession: a.cfg.VDI.MaxSession, Log: a.log, CT: a.ctPools(a.kube)})
 }
 
 // vdiBroker returns the broker for the routes, nil when it is off.
@@ -80,8 +79,8 @@ func (a *App) vdiBroker() *vdi.Service {
 
 // kubeClients returns the Kubernetes clients of KubeVirt contexts by
 // name, built once each from the kubeconfig the contexts come from (or
-// the pod's ServiceAccount for "in-cluster"), for the VDI's Leases and
-// member labels.
+// the pod's ServiceAccount for "in-cluster"): the VDI's Leases and member
+// labels, the CT pools and the in-cluster schedules' CronJobs share them.
 func (a *App) kubeClients() vdi.Kube {
 	type clients struct {
 		kube kubernetes.Interface
@@ -107,7 +106,7 @@ func (a *App) kubeClients() vdi.Kube {
 			return nil, nil, fmt.Errorf("app: kubernetes context %s: %w", name, err)
 		}
 		cfg = rest.CopyConfig(cfg)
-		cfg.UserAgent = "corral-vdi"
+		cfg.UserAgent = "corral"
 		cfg.QPS, cfg.Burst = 50, 100
 		kube, err := kubernetes.NewForConfig(cfg)
 		if err != nil {

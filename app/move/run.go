@@ -264,11 +264,12 @@ func (s *Service) disk(ctx context.Context, r *tasks.Run, b backends.Backend, re
 // copy is then debris the operator must remove, and the log says so).
 func (s *Service) removeCopy(ctx context.Context, r *tasks.Run, b backends.Backend, ref backends.InstanceRef) {
 	ctx = context.WithoutCancel(ctx)
-	if _, err := b.Get(ctx, ref); errors.Is(err, backends.ErrNotFound) {
+	in, err := b.Get(ctx, ref)
+	if errors.Is(err, backends.ErrNotFound) {
 		return
 	}
 	r.Logf("remove the partial copy %s", ref)
-	if in, err := b.Get(ctx, ref); err == nil && in.State != backends.StateStopped {
+	if err == nil && in.State != backends.StateStopped {
 		_ = b.Power(ctx, ref, backends.ActionStop)
 	}
 	if err := b.Delete(ctx, ref); err != nil {

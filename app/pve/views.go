@@ -101,9 +101,11 @@ func (s *Service) Resources(ctx context.Context, kind string) (Resources, error)
 	if err != nil {
 		return nil, err
 	}
-	p, err := s.pools(ctx)
-	if err != nil {
-		return nil, err
+	var p poolIndex
+	if kind == "" || kind == "vm" || kind == "pool" { // the folders are read only when shown
+		if p, err = s.pools(ctx); err != nil {
+			return nil, err
+		}
 	}
 	out := make([]Resource, 0, len(x.snap.Instances)+2*len(x.nodes)+len(p.paths))
 	if kind == "" || kind == "vm" {

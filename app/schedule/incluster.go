@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"sync"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
@@ -277,29 +276,4 @@ func (s *Service) deleteCronJob(ctx context.Context, sc store.Schedule) error {
 		return backends.Refuse(ref.Backend, "in-cluster scheduling", "this server has no access to the cluster's CronJobs: delete the CronJob "+CronJobName(sc.ID)+" with kubectl")
 	}
 	return s.opts.CronJobs.Delete(ctx, sc, ref)
-}
-
-// ClientCache builds and keeps one clientset per context name with build.
-type ClientCache struct {
-	Build func(contextName string) (kubernetes.Interface, error)
-	mu    sync.Mutex
-	m     map[string]kubernetes.Interface
-}
-
-// Client returns the clientset of contextName, building it on first use.
-func (c *ClientCache) Client(contextName string) (kubernetes.Interface, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if kc, ok := c.m[contextName]; ok {
-		return kc, nil
-	}
-	kc, err := c.Build(contextName)
-	if err != nil {
-		return nil, err
-	}
-	if c.m == nil {
-		c.m = map[string]kubernetes.Interface{}
-	}
-	c.m[contextName] = kc
-	return kc, nil
 }

@@ -73,6 +73,7 @@ type Store interface {
 // instance or a folder is one.
 type Folders interface {
 	Action(ctx context.Context, o tasks.Origin, sel folders.Selection, action string) (store.Task, []folders.Result, error)
+	MemberRefs(ctx context.Context, path string) ([]string, error)
 }
 
 // Instances is the slice of the instances use case a snapshot run calls.

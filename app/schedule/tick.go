@@ -217,15 +217,10 @@ func (s *Service) powerRun(ctx context.Context, o tasks.Origin, sc store.Schedul
 func (s *Service) snapshotRun(ctx context.Context, o tasks.Origin, sc store.Schedule, due time.Time) []memberResult {
 	refs := []string{sc.Target}
 	if sc.TargetKind == TargetFolder {
-		ms, err := s.store.FolderMembersUnder(ctx, sc.Target)
-		if err != nil {
+		var err error
+		if refs, err = s.folders.MemberRefs(ctx, sc.Target); err != nil {
 			return []memberResult{{ref: sc.Target, outcome: folders.OutcomeFailed, message: "the folder's members could not be read", err: err}}
 		}
-		refs = refs[:0]
-		for _, m := range ms {
-			refs = append(refs, m.Ref)
-		}
-		slices.Sort(refs)
 	}
 	name := snapshot.AutoPrefix + due.UTC().Format("20060102-1504")
 	out := make([]memberResult, len(refs))

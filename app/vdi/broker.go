@@ -92,7 +92,7 @@ func (s *Service) Assign(ctx context.Context, o tasks.Origin, poolID, holder str
 
 func (s *Service) claimFor(ctx context.Context, o tasks.Origin, holder, poolID string) (Desktop, error) {
 	spec := tasks.Spec{Action: "vdi claim", Target: poolID, Origin: o}
-	if reserved(holder) {
+	if Reserved(holder) {
 		return Desktop{}, s.opts.Tasks.Refused(ctx, spec, backends.Invalidf("%q cannot hold a desktop: it is a reserved identity", holder))
 	}
 	id, err := ParsePoolID(poolID)

@@ -144,7 +144,9 @@ func Renew(c Claim, now time.Time) Claim {
 	return c
 }
 
-// reserved reports whether holder is an identity no user may claim as.
-func reserved(holder string) bool {
-	return holder == ReconcilerIdentity || holder == BrokerIdentity || strings.HasPrefix(holder, "corral-vdi/") || holder == ""
+// Reserved reports whether holder is an identity no user may claim as:
+// none, or one of Corral's own (corral-vdi/..., the reconciler and the
+// broker among them).
+func Reserved(holder string) bool {
+	return holder == "" || strings.HasPrefix(holder, "corral-vdi/")
 }

@@ -109,7 +109,7 @@ func (s *Service) ctHeld(ctx context.Context, who auth.Identity, desktop string)
 	if err != nil {
 		return nil, Claim{}, err
 	}
-	if reserved(c.Holder) {
+	if Reserved(c.Holder) {
 		return nil, Claim{}, backends.Conflictf("desktop %s is being recreated; try again shortly", d)
 	}
 	if !who.Admin && (who.Login == "" || who.Login != c.Holder) {
@@ -141,7 +141,7 @@ func (s *Service) ctDesktops(ctx context.Context, who auth.Identity, all bool, o
 		return out
 	}
 	for _, c := range claims {
-		if reserved(c.Holder) || !all && c.Holder != who.Login {
+		if Reserved(c.Holder) || !all && c.Holder != who.Login {
 			continue
 		}
 		out = append(out, s.ctView(ctx, c))

@@ -22,7 +22,7 @@ func (s *Service) ctPass(ctx context.Context) error {
 	}
 	var errs []error
 	for _, c := range claims {
-		if reserved(c.Holder) {
+		if Reserved(c.Holder) {
 			continue // a release or the reconciler holds it
 		}
 		if err := s.apply(ctx, c, ct, func(ctx context.Context, c Claim, r *tasks.Run) error {

@@ -60,7 +60,7 @@ func LeaseName(d DesktopID) string {
 
 // Acquire implements ClaimStore.
 func (s *LeaseClaims) Acquire(ctx context.Context, d DesktopID, pool, holder string, now time.Time) (Claim, error) {
-	if reserved(holder) && holder != ReconcilerIdentity {
+	if Reserved(holder) && holder != ReconcilerIdentity {
 		return Claim{}, fmt.Errorf("vdi: %q is a reserved identity", holder)
 	}
 	if len(LeaseName(d)) > leaseNameMaxLength {

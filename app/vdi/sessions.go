@@ -181,7 +181,7 @@ func (s *Service) Pass(ctx context.Context) error {
 			continue
 		}
 		for _, c := range claims {
-			if reserved(c.Holder) {
+			if Reserved(c.Holder) {
 				continue // the reconciler's own step
 			}
 			if _, _, ok := p.member(c.Desktop); !ok {

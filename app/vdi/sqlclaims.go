@@ -43,7 +43,7 @@ func NewSQLClaims(st SQLStore) *SQLClaims { return &SQLClaims{st: st} }
 
 // Acquire implements ClaimStore.
 func (s *SQLClaims) Acquire(ctx context.Context, d DesktopID, pool, holder string, now time.Time) (Claim, error) {
-	if reserved(holder) && holder != ReconcilerIdentity {
+	if Reserved(holder) && holder != ReconcilerIdentity {
 		return Claim{}, fmt.Errorf("vdi: %q is a reserved identity", holder)
 	}
 	now = now.Truncate(time.Millisecond)

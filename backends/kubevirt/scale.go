@@ -3,9 +3,9 @@ package kubevirt
 import (
 	"context"
 	"fmt"
+	"k8s.io/client-go/util/retry"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -42,7 +42,7 @@ func (b *Backend) Scale(ctx context.Context, ref backends.InstanceRef, cpus int,
 		return backends.Invalidf("scale to %d CPU and %d MiB is out of range: accepted are 1 to 512 CPUs and at least 16 MiB", cpus, memoryMiB)
 	}
 	var restart bool
-	err := retryConflict(func() (err error) {
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() (err error) {
 		restart, err = b.scaleOrHalt(ctx, ref, cpus, memoryMiB)
 		return err
 	})
@@ -66,7 +66,7 @@ func (b *Backend) Scale(ctx context.Context, ref backends.InstanceRef, cpus int,
 		case <-time.After(300 * time.Millisecond):
 		}
 	}
-	err = retryConflict(func() error {
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		fresh, _, err := b.getVM(ctx, ref)
 		if err != nil {
 			return err
@@ -77,7 +77,7 @@ func (b *Backend) Scale(ctx context.Context, ref backends.InstanceRef, cpus int,
 	if err != nil {
 		// Undo the stop rather than leave a half-done change: start it
 		// again at its old size, and report why the new one was not taken.
-		if serr := retryConflict(func() error {
+		if serr := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 			fresh, _, gerr := b.getVM(ctx, ref)
 			if gerr != nil {
 				return gerr
@@ -88,25 +88,13 @@ func (b *Backend) Scale(ctx context.Context, ref backends.InstanceRef, cpus int,
 		}
 		return err
 	}
-	return retryConflict(func() error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		fresh, _, err := b.getVM(ctx, ref)
 		if err != nil {
 			return err
 		}
 		return b.patchRunStrategy(ctx, fresh, runAlways)
 	})
-}
-
-// retryConflict runs fn again, up to three times in all, while it fails
-// with a stale resourceVersion: KubeVirt's controllers write a VM's status
-// often, and each fn decides on a fresh read.
-func retryConflict(fn func() error) error {
-	for attempt := 1; ; attempt++ {
-		err := fn()
-		if !apierrors.IsConflict(err) || attempt == 3 {
-			return err
-		}
-	}
 }
 
 // scaleOrHalt reads the VM and patches its size when it is stopped or can

@@ -2,6 +2,7 @@ package kubevirt
 
 import (
 	"context"
+	"k8s.io/client-go/util/retry"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -25,7 +26,7 @@ func isTemplate(labels map[string]string) bool { return labels[labelTemplate] ==
 // Conflict: a template must not be running, and Power refuses to start
 // one. CTs are refused: they are not cloned.
 func (b *Backend) SetTemplate(ctx context.Context, ref backends.InstanceRef, on bool) error {
-	return retryConflict(func() error { return b.setTemplate(ctx, ref, on) })
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error { return b.setTemplate(ctx, ref, on) })
 }
 
 func (b *Backend) setTemplate(ctx context.Context, ref backends.InstanceRef, on bool) error {

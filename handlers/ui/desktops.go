@@ -41,9 +41,20 @@ func (s *server) desktopsModel(r *http.Request, frag, notice string) (views.Desk
 	if frag == "desktop-console" {
 		return p, nil // the console region reads only the connect answer
 	}
-	mine, err := s.VDI.Desktops(ctx, who, false)
+	// An admin's page shows everyone's desktops too: read them once and
+	// pick the caller's own from them.
+	desks, err := s.VDI.Desktops(ctx, who, who.Admin)
 	if err != nil {
 		return p, err
+	}
+	mine := desks
+	if who.Admin {
+		mine = nil
+		for _, d := range desks {
+			if d.Owner == who.Login {
+				mine = append(mine, d)
+			}
+		}
 	}
 	p.Mine = desktopRows(mine)
 	pools, err := s.VDI.BrokerPools(ctx)
@@ -59,11 +70,7 @@ func (s *server) desktopsModel(r *http.Request, frag, notice string) (views.Desk
 			Claimed: fmt.Sprint(pl.Claimed), CanClaim: pl.Free > 0})
 	}
 	if who.Admin {
-		all, err := s.VDI.Desktops(ctx, who, true)
-		if err != nil {
-			return p, err
-		}
-		p.All = desktopRows(all)
+		p.All = desktopRows(desks)
 		if p.All == nil {
 			p.All = []views.DesktopRow{}
 		}

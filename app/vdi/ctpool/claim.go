@@ -27,10 +27,6 @@ type Claimed struct {
 	StartError error
 }
 
-func isReserved(who string) bool {
-	return who == "" || strings.HasPrefix(who, "corral-vdi/")
-}
-
 // Claim gives a free member of pool to who (the Lease contract of
 // spec/vdi.md: the first writer to create the Lease wins). A second claim
 // by the same identity gets the same member, and renews its claim when
@@ -38,7 +34,7 @@ func isReserved(who string) bool {
 // returns a Conflict "pool has no free members" with the desired, claimed
 // and unschedulable counts.
 func (m *Manager) Claim(ctx context.Context, pool, who string) (Claimed, error) {
-	if isReserved(who) {
+	if vdi.Reserved(who) {
 		return Claimed{}, backends.Invalidf("%q cannot claim a desktop: it is empty or a reserved identity (corral-vdi/...)", who)
 	}
 	d, err := m.Get(ctx, pool)
