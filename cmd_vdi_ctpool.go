@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/corral-dev/corral/app/vdi"
 	"github.com/corral-dev/corral/app/vdi/ctpool"
 	"github.com/corral-dev/corral/backends"
 	"github.com/corral-dev/corral/backends/kubevirt"
@@ -242,9 +243,7 @@ func ctPoolClient(name string) (kubernetes.Interface, string, error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("context %q: %w", name, err)
 	}
-	cfg.UserAgent = "corral-vdi-ctpool"
-	cfg.QPS, cfg.Burst = 50, 100
-	kube, err := kubernetes.NewForConfig(cfg)
+	kube, err := kubernetes.NewForConfig(vdi.ClientConfig(cfg, "corral-vdi-ctpool"))
 	return kube, name, err
 }
 

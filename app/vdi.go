@@ -105,9 +105,7 @@ func (a *App) kubeClients() vdi.Kube {
 		if err != nil {
 			return nil, nil, fmt.Errorf("app: kubernetes context %s: %w", name, err)
 		}
-		cfg = rest.CopyConfig(cfg)
-		cfg.UserAgent = "corral"
-		cfg.QPS, cfg.Burst = 50, 100
+		cfg = vdi.ClientConfig(cfg, "corral")
 		kube, err := kubernetes.NewForConfig(cfg)
 		if err != nil {
 			return nil, nil, err

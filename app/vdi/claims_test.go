@@ -51,10 +51,8 @@ func kubeClient(tb testing.TB) kubernetes.Interface {
 	if err != nil {
 		tb.Fatalf("TEST_KUBECONFIG: %v", err)
 	}
-	// The race sends a few hundred requests at once; client-go's default
-	// of 5 a second would measure its own rate limiter.
-	cfg.QPS, cfg.Burst = 5000, 5000
-	return kubernetes.NewForConfigOrDie(cfg)
+	// The broker's own client settings, so the race measures them.
+	return kubernetes.NewForConfigOrDie(vdi.ClientConfig(cfg, "corral-test"))
 }
 
 // namespace creates a fresh namespace for one test.

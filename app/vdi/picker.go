@@ -16,14 +16,19 @@ var ErrNoFree = errors.New("vdi: pool has no free members")
 // exclusive, across processes too; the picker only keeps the claimants
 // of this process from racing each other for the same member: it reads
 // a pool's claims once for all the claimants waiting on it, gives each
-// claimant a different candidate, and tells a claimant the pool is full
-// only after a read that saw every claim of this process.
+// claimant a different candidate, and remembers which members its own
+// Acquires took (or found taken) after that read, so a claimant learns
+// the pool is full as soon as the last Acquire in flight ends, without
+// reading the claims again.
 type Picker struct {
 	mu       sync.Mutex
 	cond     *sync.Cond
 	inflight map[DesktopID]bool
-	busy     map[string]int // Acquires in flight, by pool
-	gen      uint64         // incremented by every Acquire that ended
+	busy     map[string]int                  // Acquires in flight, by pool
+	active   map[string]int                  // Picks in progress, by pool
+	taken    map[string]map[DesktopID]uint64 // by pool: member -> gen at which an Acquire found it held
+	gen      uint64                          // incremented by every Acquire that ended
+	freed    uint64                          // incremented by every Acquire that failed and left its member free
 	lists    map[string]*listCall
 }
 
@@ -36,7 +41,8 @@ type listCall struct {
 
 // NewPicker returns an empty picker.
 func NewPicker() *Picker {
-	p := &Picker{inflight: map[DesktopID]bool{}, busy: map[string]int{}, lists: map[string]*listCall{}}
+	p := &Picker{inflight: map[DesktopID]bool{}, busy: map[string]int{}, active: map[string]int{},
+		taken: map[string]map[DesktopID]uint64{}, lists: map[string]*listCall{}}
 	p.cond = sync.NewCond(&p.mu)
 	return p
 }
@@ -44,39 +50,58 @@ func NewPicker() *Picker {
 // Pick claims one free member of pool for holder: a member of members
 // that has no claim and for which free (when not nil) reports true. It
 // returns ErrNoFree when none is left.
+//
+// It reads the pool's claims once. A member is then a candidate unless
+// that read shows a claim on it, an Acquire of this process is trying
+// it, or an Acquire of this process that ended after the read began
+// won it or found it claimed. With no candidate left and no Acquire in
+// flight, every member was held at some moment during the call: the
+// pool is full. A member whose Acquire failed for another reason is a
+// candidate again.
 func (p *Picker) Pick(ctx context.Context, s ClaimStore, pool PoolID, members []DesktopID, holder string, now time.Time,
 	free func(DesktopID) bool) (Claim, error) {
-	tried := map[DesktopID]bool{}
-	for {
-		claims, gen, err := p.list(ctx, s, pool)
-		if err != nil {
-			return Claim{}, err
-		}
-		held := make(map[DesktopID]bool, len(claims))
-		for _, c := range claims {
-			held[c.Desktop] = true
-		}
-		key := pool.String()
+	key := pool.String()
+	p.mu.Lock()
+	p.active[key]++
+	p.mu.Unlock()
+	defer func() {
 		p.mu.Lock()
+		if p.active[key]--; p.active[key] == 0 {
+			delete(p.active, key)
+			delete(p.taken, key) // only Picks in progress compare against it
+		}
+		p.mu.Unlock()
+	}()
+
+	claims, listGen, err := p.list(ctx, s, pool)
+	if err != nil {
+		return Claim{}, err
+	}
+	held := make(map[DesktopID]bool, len(claims))
+	for _, c := range claims {
+		held[c.Desktop] = true
+	}
+	p.mu.Lock()
+	for {
 		var cands []DesktopID
+		taken := p.taken[key]
 		for _, d := range members {
-			if !p.inflight[d] && !held[d] && !tried[d] && (free == nil || free(d)) {
+			if !p.inflight[d] && !held[d] && taken[d] <= listGen && (free == nil || free(d)) {
 				cands = append(cands, d)
 			}
 		}
 		if len(cands) == 0 {
-			if p.busy[key] == 0 && gen == p.gen {
+			if p.busy[key] == 0 {
 				p.mu.Unlock()
 				return Claim{}, ErrNoFree
 			}
-			// Wait until no Acquire of this pool is in flight, then read
-			// the claims again: every waiter reads them in one List, and
-			// sees every claim this process made.
-			for p.busy[key] > 0 {
+			// Wait until no Acquire of this pool is in flight, or one
+			// failed and gave its member back.
+			for freed := p.freed; p.busy[key] > 0 && p.freed == freed; {
 				p.cond.Wait()
 			}
-			p.mu.Unlock()
 			if err := ctx.Err(); err != nil {
+				p.mu.Unlock()
 				return Claim{}, err
 			}
 			continue
@@ -94,14 +119,24 @@ func (p *Picker) Pick(ctx context.Context, s ClaimStore, pool PoolID, members []
 			delete(p.busy, key)
 		}
 		p.gen++
-		p.cond.Broadcast()
-		p.mu.Unlock()
+		if err == nil || errors.Is(err, ErrClaimed) {
+			if p.taken[key] == nil {
+				p.taken[key] = map[DesktopID]uint64{}
+			}
+			p.taken[key][d] = p.gen
+		} else {
+			p.freed++
+		}
+		if p.busy[key] == 0 || err != nil && !errors.Is(err, ErrClaimed) {
+			p.cond.Broadcast()
+		}
 		switch {
 		case err == nil:
+			p.mu.Unlock()
 			return c, nil
 		case errors.Is(err, ErrClaimed):
-			tried[d] = true
 		default:
+			p.mu.Unlock()
 			return Claim{}, err
 		}
 	}
