@@ -29,18 +29,39 @@ import (
 // TestRDPConsole opens the RDP console of an instance in Chromium through
 // rdp.mjs: IronRDP's web component connects over wss to the server's
 // RDCleanPath proxy, which reaches a real xrdp, and the canvas must show
-// xrdp's login screen (not one flat colour). The instance is simulated
-// (sim.NewRDP: its RDP console is the xrdp's address); what runs for real
-// is the browser, IronRDP, the page, the token route, the proxy over TLS
-// and xrdp.
+// xrdp's login screen, drawn straight: the dialog's vertical borders run
+// its whole height and no edge runs slanted (shear.mjs), before and after
+// typing into its password box. The instance is simulated (sim.NewRDP:
+// its RDP console is the xrdp's address); what runs for real is the
+// browser, IronRDP, the page, the token route, the proxy over TLS and
+// xrdp.
+//
+// IronRDP 0.7.0 shears every bitmap xrdp pads to a multiple of 4 pixels
+// (docs/consoles.md), so the login screen is straight only in a layout on
+// a 4-pixel grid (xrdptest.Aligned, what docs/consoles.md tells operators
+// to configure). The "debian" case keeps Debian's own layout and requires
+// the shear: it shows that the check catches it, and it fails the day
+// IronRDP is fixed, when the workaround can go.
 func TestRDPConsole(t *testing.T) {
+	for _, c := range []struct {
+		layout xrdptest.Layout
+		expect string
+	}{
+		{xrdptest.Aligned, "straight"},
+		{xrdptest.Debian, "sheared"},
+	} {
+		t.Run(c.layout.Name, func(t *testing.T) { rdpConsole(t, c.layout, c.expect) })
+	}
+}
+
+func rdpConsole(t *testing.T, layout xrdptest.Layout, expect string) {
 	node := browser(t)
 	for _, f := range []string{"iron-remote-desktop.js", "iron-remote-desktop-rdp.js"} {
 		if _, err := os.Stat(filepath.Join("../static/dist", f)); err != nil {
 			requireEngine(t, "static/dist has no "+f+" (cd static && npm ci && npm run build)")
 		}
 	}
-	x := xrdptest.Start(t) // skips or fails without xrdp
+	x := xrdptest.StartLayout(t, layout) // skips or fails without xrdp
 
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -83,7 +104,7 @@ func TestRDPConsole(t *testing.T) {
 
 	out := artifacts(t)
 	start := time.Now()
-	cmd := exec.CommandContext(ctx, node, "rdp.mjs", srv.URL, in.Ref.String(), out)
+	cmd := exec.CommandContext(ctx, node, "rdp.mjs", srv.URL, in.Ref.String(), out, expect)
 	outb, err := cmd.CombinedOutput()
 	t.Logf("rdp.mjs (%v):\n%s", time.Since(start).Round(100*time.Millisecond), outb)
 	t.Logf("screenshots in %s", out)

@@ -45,6 +45,12 @@ type Server struct {
 // CORRAL_REQUIRE_ENGINES=1).
 func Start(t testing.TB) *Server {
 	t.Helper()
+	return StartLayout(t, Aligned)
+}
+
+// StartLayout is Start with the login screen drawn in the given layout.
+func StartLayout(t testing.TB, layout Layout) *Server {
+	t.Helper()
 	bin, err := exec.LookPath("xrdp")
 	if err != nil {
 		if _, serr := os.Stat("/usr/sbin/xrdp"); serr != nil {
@@ -61,7 +67,7 @@ func Start(t testing.TB) *Server {
 	// another process in between: try a few.
 	var lastErr error
 	for range 3 {
-		s, err := start(t, bin, dir)
+		s, err := start(t, bin, dir, layout)
 		if err == nil {
 			s.Cert = certDER
 			return s
@@ -72,14 +78,14 @@ func Start(t testing.TB) *Server {
 	return nil
 }
 
-func start(t testing.TB, bin, dir string) (*Server, error) {
+func start(t testing.TB, bin, dir string, layout Layout) (*Server, error) {
 	port, err := freePort()
 	if err != nil {
 		return nil, err
 	}
 	s := &Server{Addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), Log: filepath.Join(dir, "xrdp.log")}
 	ini := filepath.Join(dir, "xrdp.ini")
-	if err := os.WriteFile(ini, []byte(config(dir, port, s.Log)), 0o600); err != nil {
+	if err := os.WriteFile(ini, []byte(config(dir, port, s.Log, layout)), 0o600); err != nil {
 		return nil, err
 	}
 	var out bytes.Buffer
@@ -168,73 +174,4 @@ func writeCert(dir string) ([]byte, error) {
 		return nil, err
 	}
 	return der, nil
-}
-
-// config is xrdp.ini: TLS only (security_layer=tls, as the web client
-// needs), on 127.0.0.1:port, one process (fork=false, so stopping it
-// stops every connection), virtual channels off, and the login screen's
-// layout from Debian's default file.
-func config(dir string, port int, logFile string) string {
-	return fmt.Sprintf(`[Globals]
-ini_version=1
-fork=false
-port=tcp://127.0.0.1:%d
-tcp_nodelay=true
-security_layer=tls
-crypt_level=high
-certificate=%s
-key_file=%s
-ssl_protocols=TLSv1.2, TLSv1.3
-max_bpp=32
-new_cursors=true
-use_fastpath=both
-bitmap_cache=true
-bitmap_compression=true
-bulk_compression=true
-blue=009cb5
-grey=dedede
-ls_top_window_bg_color=009cb5
-ls_width=350
-ls_height=430
-ls_bg_color=dedede
-ls_logo_filename=
-ls_logo_x_pos=55
-ls_logo_y_pos=50
-ls_label_x_pos=30
-ls_label_width=65
-ls_input_x_pos=110
-ls_input_width=210
-ls_input_y_pos=220
-ls_btn_ok_x_pos=142
-ls_btn_ok_y_pos=370
-ls_btn_ok_width=85
-ls_btn_ok_height=30
-ls_btn_cancel_x_pos=237
-ls_btn_cancel_y_pos=370
-ls_btn_cancel_width=85
-ls_btn_cancel_height=30
-
-[Logging]
-LogFile=%s
-LogLevel=INFO
-EnableSyslog=false
-
-[Channels]
-rdpdr=false
-rdpsnd=false
-drdynvc=false
-cliprdr=false
-rail=false
-xrdpvr=false
-tcutils=false
-
-[Xorg]
-name=Xorg
-lib=libxup.so
-username=ask
-password=ask
-ip=127.0.0.1
-port=-1
-code=20
-`, port, filepath.Join(dir, "cert.pem"), filepath.Join(dir, "key.pem"), logFile)
 }
