@@ -36,7 +36,10 @@ function proxyURL(path) {
 }
 
 // desktopSize fits the remote desktop to the space the page gives it,
-// within what RDP servers accept.
+// within what RDP servers accept. The width stays a multiple of 32: a
+// server pads a bitmap at the right edge of a desktop whose width is not a
+// multiple of 4, and IronRDP 0.7.0 draws padded bitmaps sheared
+// (docs/consoles.md); xrdp also centres its login dialog on it.
 function desktopSize(area) {
   const w = Math.max(800, Math.min(1920, Math.floor(area.clientWidth || 1024)));
   const h = Math.max(600, Math.min(1080, Math.floor(w * 0.625)));
