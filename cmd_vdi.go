@@ -21,8 +21,8 @@ const vdiUsage = `usage:
   corral vdi assign POOL USER
   corral vdi unassign DESKTOP
   corral vdi ct-pool apply|reconcile|status|list|claim|release|delete ...   (corral vdi ct-pool for details)
-  corral vdi connect DESKTOP [--user LOGIN] [--url BASE]
-POOL is vm/NAMESPACE/NAME or a pool name; DESKTOP is vm/NAMESPACE/MEMBER or a
+  corral vdi connect DESKTOP [--kind vm|ct] [--user LOGIN] [--url BASE] [--open]
+POOL is vm/NAMESPACE/NAME or a pool name; DESKTOP is KIND/NAMESPACE/MEMBER or a
 member name; GOLDEN is a canonical ref or an instance name.`
 
 // vdiCmd administers VDI pools in the database and on the contexts
