@@ -18,6 +18,7 @@ const vdiUsage = `usage:
   corral vdi pool import NAME --from GOLDEN   (a KubeVirt pool of v0.6.0: labels only)
   corral vdi pool list
   corral vdi pool delete POOL
+  corral vdi pool resize POOL --size N   (a CT pool: corral vdi ct-pool apply NAME --size N)
   corral vdi assign POOL USER
   corral vdi unassign DESKTOP
   corral vdi ct-pool apply|reconcile|status|list|claim|release|delete ...   (corral vdi ct-pool for details)
@@ -112,6 +113,8 @@ func vdiCmd(ctx context.Context, args []string, out io.Writer) error {
 		}
 		fmt.Fprintf(out, "pool %s deleted\n", id)
 		return nil
+	case args[0] == "pool" && len(args) >= 2 && args[1] == "resize":
+		return vdiPoolResize(ctx, svc, args[2:], out)
 	case args[0] == "assign" && len(args) == 3:
 		id, err := svc.ResolvePool(ctx, args[1])
 		if err != nil {
