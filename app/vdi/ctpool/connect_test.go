@@ -10,6 +10,7 @@ import (
 
 	"github.com/corral-dev/corral/app/auth"
 	"github.com/corral-dev/corral/app/vdi"
+	"github.com/corral-dev/corral/app/vdi/ctpool"
 	"github.com/corral-dev/corral/backends"
 	"github.com/corral-dev/corral/store"
 )
@@ -42,13 +43,20 @@ func TestCTConnect(t *testing.T) {
 	if _, err := svc.Connect(e.ctx, ctBob, e.desk); !errors.Is(err, backends.ErrForbidden) {
 		t.Fatalf("connect as another user: %v, want Forbidden", err)
 	}
-	for _, tc := range []struct{ kind, want string }{{"", e.desk}, {"ct", e.desk}} {
-		if got, err := svc.ResolveDesktopKind(e.ctx, tc.kind, "desk-1"); err != nil || got != tc.want {
-			t.Errorf("resolve desk-1 (kind %q) = %q, %v; want %s", tc.kind, got, err, tc.want)
+	// The CLI's lookup of a bare member name (a pool name no other test
+	// of this API server uses: every namespace's claims are searched).
+	e.apply("lookup", ctpool.Spec{Image: "img:1", Size: 1})
+	e.reconcile("lookup")
+	if _, err := svc.Claim(e.ctx, ctAlice, "rest", "ct/"+e.ns+"/lookup"); err != nil {
+		t.Fatal(err)
+	}
+	for _, kind := range []string{"", "ct"} {
+		if got, err := svc.ResolveDesktopKind(e.ctx, kind, "lookup-1"); err != nil || got != "ct/"+e.ns+"/lookup-1" {
+			t.Errorf("resolve lookup-1 (kind %q) = %q, %v", kind, got, err)
 		}
 	}
-	if _, err := svc.ResolveDesktopKind(e.ctx, "vm", "desk-1"); !errors.Is(err, backends.ErrNotFound) {
-		t.Errorf("resolve desk-1 as a VM desktop: %v, want NotFound", err)
+	if _, err := svc.ResolveDesktopKind(e.ctx, "vm", "lookup-1"); !errors.Is(err, backends.ErrNotFound) {
+		t.Errorf("resolve lookup-1 as a VM desktop: %v, want NotFound", err)
 	}
 	// Nobody renews the Lease (no pass): past its hour it expired.
 	e.clock.At(2 * time.Hour)
