@@ -132,7 +132,9 @@ func vdiCmd(ctx context.Context, args []string, out io.Writer) error {
 	case args[0] == "connect":
 		return vdiConnect(ctx, svc, args[1:], out)
 	case args[0] == "unassign" && len(args) == 2:
-		id, err := svc.ResolveDesktop(ctx, args[1])
+		// VM pools only: a CT desktop is released with corral vdi
+		// ct-pool release.
+		id, err := svc.ResolveDesktopKind(ctx, "vm", args[1])
 		if err != nil {
 			return err
 		}
