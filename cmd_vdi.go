@@ -18,11 +18,12 @@ const vdiUsage = `usage:
   corral vdi pool import NAME --from GOLDEN   (a KubeVirt pool of v0.6.0: labels only)
   corral vdi pool list
   corral vdi pool delete POOL
+  corral vdi pool resize POOL --size N   (a CT pool: corral vdi ct-pool apply NAME --size N)
   corral vdi assign POOL USER
   corral vdi unassign DESKTOP
   corral vdi ct-pool apply|reconcile|status|list|claim|release|delete ...   (corral vdi ct-pool for details)
-  corral vdi connect DESKTOP [--user LOGIN] [--url BASE]
-POOL is vm/NAMESPACE/NAME or a pool name; DESKTOP is vm/NAMESPACE/MEMBER or a
+  corral vdi connect DESKTOP [--kind vm|ct] [--user LOGIN] [--url BASE] [--open]
+POOL is vm/NAMESPACE/NAME or a pool name; DESKTOP is KIND/NAMESPACE/MEMBER or a
 member name; GOLDEN is a canonical ref or an instance name.`
 
 // vdiCmd administers VDI pools in the database and on the contexts
@@ -112,6 +113,8 @@ func vdiCmd(ctx context.Context, args []string, out io.Writer) error {
 		}
 		fmt.Fprintf(out, "pool %s deleted\n", id)
 		return nil
+	case args[0] == "pool" && len(args) >= 2 && args[1] == "resize":
+		return vdiPoolResize(ctx, svc, args[2:], out)
 	case args[0] == "assign" && len(args) == 3:
 		id, err := svc.ResolvePool(ctx, args[1])
 		if err != nil {
@@ -129,7 +132,9 @@ func vdiCmd(ctx context.Context, args []string, out io.Writer) error {
 	case args[0] == "connect":
 		return vdiConnect(ctx, svc, args[1:], out)
 	case args[0] == "unassign" && len(args) == 2:
-		id, err := svc.ResolveDesktop(ctx, args[1])
+		// VM pools only: a CT desktop is released with corral vdi
+		// ct-pool release.
+		id, err := svc.ResolveDesktopKind(ctx, "vm", args[1])
 		if err != nil {
 			return err
 		}

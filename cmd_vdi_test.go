@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -32,7 +33,7 @@ func TestVDICommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		for _, n := range []string{"desk-1", "desk-2"} {
+		for _, n := range []string{"desk-1", "desk-2", "desk-3"} {
 			_ = b.Power(context.Background(), backends.InstanceRef{Backend: backends.KindQEMU, Context: "local", Name: n}, backends.ActionStop)
 		}
 	})
@@ -77,6 +78,50 @@ func TestVDICommands(t *testing.T) {
 	corral("vdi", "connect", member, "--user", "alice@example.com")
 	if err := run(ctx, []string{"vdi", "connect", member, "--user", "bob@example.com"}, &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), "not yours") {
 		t.Fatalf("connect as bob, who does not hold %s: %v", member, err)
+	}
+	// --open with --url: the browser ($BROWSER, a script that records
+	// its argument) on the target's console page.
+	opened := filepath.Join(dir, "opened")
+	browser := filepath.Join(dir, "browser")
+	if err := os.WriteFile(browser, []byte("#!/bin/sh\necho \"$1\" > "+opened+".tmp && mv "+opened+".tmp "+opened+"\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("BROWSER", browser)
+	if out := corral("vdi", "connect", member, "--url", "http://corral.test", "--open"); !strings.Contains(out, "opened: "+browser) {
+		t.Fatalf("connect --open:\n%s", out)
+	}
+	want := "http://corral.test/console/qemu/local/-/" + member + "?kind=vnc"
+	for i := 0; ; i++ {
+		b, err := os.ReadFile(opened)
+		if err == nil {
+			if got := strings.TrimSpace(string(b)); got != want {
+				t.Fatalf("the browser opened %q, want %q", got, want)
+			}
+			break
+		}
+		if i == 500 {
+			t.Fatal("connect --open started no browser")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// Without --url the VNC target has no native client here: an error
+	// that says to give --url.
+	if err := run(ctx, []string{"vdi", "connect", member, "--open"}, &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), "give --url") {
+		t.Fatalf("connect --open without --url: %v", err)
+	}
+
+	// Live resize: one more real clone, then down to the claimed member.
+	if out := corral("vdi", "pool", "resize", "desk", "--size", "3"); !strings.Contains(out, "added vm/-/desk-3") || !strings.Contains(out, "pool vm/-/desk: 3 members (was 2)") {
+		t.Fatalf("pool resize to 3:\n%s", out)
+	}
+	if out := corral("vdi", "pool", "resize", "desk", "--size", "1"); !strings.Contains(out, "removed vm/-/desk-3") || !strings.Contains(out, "pool vm/-/desk: 1 members (was 3)") {
+		t.Fatalf("pool resize to 1:\n%s", out)
+	}
+	if out := corral("vdi", "pool", "list"); !strings.Contains(out, "vm/-/"+member+" ") || !strings.Contains(out, "alice@example.com") || !strings.Contains(out, "1 members") {
+		t.Fatalf("after resizing to 1 the claimed member must stay:\n%s", out)
+	}
+	if err := run(ctx, []string{"vdi", "pool", "resize", "ct/ns/desk", "--size", "3"}, &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), "corral vdi ct-pool apply desk -n ns --size 3") {
+		t.Fatalf("resize of a CT pool: %v", err)
 	}
 	corral("vdi", "unassign", member)
 	if out := corral("vdi", "pool", "list"); strings.Contains(out, "alice") || strings.Contains(out, "running") {

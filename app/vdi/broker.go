@@ -206,6 +206,9 @@ func (s *Service) acquire(ctx context.Context, p *pool, holder string) (Claim, e
 	if errors.Is(err, ErrNoFree) {
 		return Claim{}, backends.Conflictf("pool %s has no free members: %d of %d are claimed; try again after one is released", p.id, len(claims), len(p.Members))
 	}
+	if err == nil {
+		err = s.stillMember(ctx, p, c)
+	}
 	return c, err
 }
 

@@ -26,6 +26,9 @@ type ConnectOption struct {
 	// Kind is the console page's kind (vnc, serial, rdp).
 	Kind string `json:"kind"`
 	URL  string `json:"url"`
+	// Address is host:port of an RDP target that a native client on the
+	// server's machine reaches (qemu's forward), when the backend says.
+	Address string `json:"address,omitempty"`
 }
 
 // ConnectAnswer is the target of a desktop and its fallbacks, in the
@@ -50,6 +53,9 @@ func ConsoleURL(ref backends.InstanceRef, kind backends.ConsoleKind) string {
 // desktop without a claim is NotFound, an expired claim or a stopped
 // desktop a Conflict that names the action to take first.
 func (s *Service) Connect(ctx context.Context, who auth.Identity, desktop string) (ConnectAnswer, error) {
+	if isCT(desktop) {
+		return s.connectCT(ctx, who, desktop)
+	}
 	p, c, err := s.held(ctx, who, desktop)
 	if err != nil {
 		return ConnectAnswer{}, err
@@ -73,7 +79,7 @@ func (s *Service) Connect(ctx context.Context, who auth.Identity, desktop string
 	}
 	out := ConnectAnswer{Desktop: c.Desktop.String(), Owner: c.Holder, Ref: ref.String(), Skipped: []string{}, Fallbacks: []ConnectOption{}}
 	var opts []ConnectOption
-	if c.Desktop.Kind == "ct" || in.Type == backends.TypeCT {
+	if in.Type == backends.TypeCT { // a VM pool of CTs (e.g. Proxmox LXC clones)
 		offered, err := dialer.Consoles(cctx, ref)
 		if err != nil {
 			return ConnectAnswer{}, err
@@ -98,7 +104,11 @@ func (s *Service) Connect(ctx context.Context, who auth.Identity, desktop string
 		}
 		switch {
 		case canProbe && rdpErr == nil, !canProbe && slices.Contains(offered, backends.ConsoleRDP):
-			opts = append(opts, ConnectOption{Protocol: ProtoRDP, Kind: string(backends.ConsoleRDP), URL: ConsoleURL(ref, backends.ConsoleRDP)})
+			o := ConnectOption{Protocol: ProtoRDP, Kind: string(backends.ConsoleRDP), URL: ConsoleURL(ref, backends.ConsoleRDP)}
+			if a, ok := dialer.(backends.RDPAddresser); ok {
+				o.Address, _ = a.RDPAddress(cctx, ref) // none: --open offers the browser only
+			}
+			opts = append(opts, o)
 		case canProbe:
 			out.Skipped = append(out.Skipped, "rdp: "+reason(rdpErr))
 		default:

@@ -128,7 +128,7 @@ func TestConnect(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Target.Protocol != vdi.ProtoRDP || c.Target.URL != "/console/sim/lab/-/desk-1?kind=rdp" || len(c.Fallbacks) != 0 ||
+	if c.Target.Protocol != vdi.ProtoRDP || c.Target.URL != "/console/sim/lab/-/desk-1?kind=rdp" || c.Target.Address != srv.Addr().String() || len(c.Fallbacks) != 0 ||
 		strings.Join(c.Skipped, "|") != "vnc: the VM has no graphics device|serial: the VM has no serial console" || c.Owner != alice.Login {
 		t.Fatalf("connect = %+v", c)
 	}

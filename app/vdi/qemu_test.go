@@ -41,7 +41,7 @@ func TestPoolsOnQEMU(t *testing.T) {
 		return backends.InstanceRef{Backend: backends.KindQEMU, Context: "local", Name: name}
 	}
 	t.Cleanup(func() {
-		for _, n := range []string{"desk-1", "desk-2", "eph-1"} {
+		for _, n := range []string{"desk-1", "desk-2", "desk-3", "eph-1"} {
 			_ = b.Power(context.Background(), ref(n), backends.ActionStop)
 		}
 	})
@@ -106,6 +106,22 @@ func TestPoolsOnQEMU(t *testing.T) {
 	after, err := b.Get(ctx, ref("eph-1"))
 	if err != nil || after.State != backends.StateStopped || !after.Created.After(before.Created) {
 		t.Fatalf("ephemeral member after release = %+v, %v (before: created %v)", after, err, before.Created)
+	}
+
+	// Live resize: grow the persistent pool by one real clone, then
+	// shrink it back (the new member is unclaimed, the highest number).
+	r, err := svc.ResizePool(ctx, boss, "cli", "vm/-/desk", 3)
+	if err != nil || len(r.Added) != 1 || r.Added[0] != "vm/-/desk-3" {
+		t.Fatalf("grow to 3 = %+v, %v", r, err)
+	}
+	if st := state("desk-3"); st != backends.StateStopped {
+		t.Fatalf("the new member desk-3 is %s, want a stopped clone", st)
+	}
+	if r, err := svc.ResizePool(ctx, boss, "cli", "vm/-/desk", 2); err != nil || len(r.Removed) != 1 || r.Removed[0] != "vm/-/desk-3" {
+		t.Fatalf("shrink to 2 = %+v, %v", r, err)
+	}
+	if _, err := b.Get(ctx, ref("desk-3")); !errors.Is(err, backends.ErrNotFound) {
+		t.Fatalf("desk-3 after the shrink: %v", err)
 	}
 
 	for _, id := range []string{"vm/-/desk", "vm/-/eph"} {

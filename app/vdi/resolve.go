@@ -27,25 +27,61 @@ func (s *Service) ResolvePool(ctx context.Context, text string) (string, error) 
 }
 
 // ResolveDesktop returns the desktop ID named by text: a desktop ID
-// (vm/NAMESPACE/MEMBER) as is, or a member name that names exactly one
-// desktop.
+// (vm/NAMESPACE/MEMBER, ct/NAMESPACE/MEMBER) as is, or a member name that
+// names exactly one desktop: a VM pool member, or a claimed CT pool
+// member.
 func (s *Service) ResolveDesktop(ctx context.Context, text string) (string, error) {
+	return s.ResolveDesktopKind(ctx, "", text)
+}
+
+// ResolveDesktopKind is ResolveDesktop among the desktops of kind only
+// ("vm" or "ct"; "" both): a CT member and a VM of the same name are told
+// apart by the kind (corral vdi connect --kind). A CT member is found
+// while it is claimed (its Lease names it); one without a claim has
+// nothing to connect to.
+func (s *Service) ResolveDesktopKind(ctx context.Context, kind, text string) (string, error) {
+	if kind != "" && kind != "vm" && kind != "ct" {
+		return "", backends.Invalidf("kind %q: accepted are vm and ct", kind)
+	}
 	if strings.Contains(text, "/") {
+		if d, err := ParseDesktopID(text); err == nil && kind != "" && d.Kind != kind {
+			return "", backends.Invalidf("desktop %s is not of kind %s", text, kind)
+		}
 		return text, nil
 	}
-	rows, err := s.opts.Store.VDIPools(ctx)
-	if err != nil {
-		return "", err
-	}
 	var found []string
-	for _, r := range rows {
-		for _, m := range r.Members {
-			if d, err := ParseDesktopID(m.Desktop); err == nil && d.Member == text {
-				found = append(found, m.Desktop)
+	if kind != "ct" {
+		rows, err := s.opts.Store.VDIPools(ctx)
+		if err != nil {
+			return "", err
+		}
+		for _, r := range rows {
+			for _, m := range r.Members {
+				if d, err := ParseDesktopID(m.Desktop); err == nil && d.Member == text {
+					found = append(found, m.Desktop)
+				}
 			}
 		}
 	}
-	return one("desktop", text, found)
+	if kind != "vm" && s.opts.CT != nil {
+		claims, err := s.opts.CT.Claims(ctx)
+		if err != nil && kind == "ct" {
+			return "", err
+		}
+		for _, c := range claims {
+			if c.Desktop.Member == text {
+				found = append(found, c.Desktop.String())
+			}
+		}
+	}
+	what := "desktop"
+	switch kind {
+	case "vm":
+		what = "VM desktop"
+	case "ct":
+		what = "claimed CT desktop"
+	}
+	return one(what, text, found)
 }
 
 func one(what, text string, found []string) (string, error) {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"slices"
 	"strings"
@@ -248,6 +249,25 @@ func TestRunningGuest(t *testing.T) {
 		got := make([]byte, len("through-the-forward"))
 		if _, err := io.ReadFull(rc, got); err != nil || string(got) != "through-the-forward" {
 			t.Fatalf("echo from the guest's 3389 = %q, %v", got, err)
+		}
+		// The address a native client (corral vdi connect --open's
+		// xfreerdp) is given reaches the same guest port.
+		addr, err := b.RDPAddress(ctx, r)
+		if err != nil || !strings.HasPrefix(addr, "127.0.0.1:") {
+			t.Fatalf("RDPAddress = %q, %v", addr, err)
+		}
+		nc, err := net.DialTimeout("tcp", addr, 10*time.Second)
+		if err != nil {
+			t.Fatalf("dial the RDP address %s: %v", addr, err)
+		}
+		defer nc.Close()
+		_ = nc.SetDeadline(time.Now().Add(30 * time.Second))
+		if _, err := io.WriteString(nc, "native-client"); err != nil {
+			t.Fatal(err)
+		}
+		got = make([]byte, len("native-client"))
+		if _, err := io.ReadFull(nc, got); err != nil || string(got) != "native-client" {
+			t.Fatalf("echo through the RDP address = %q, %v", got, err)
 		}
 	})
 	t.Run("Scrollback", func(t *testing.T) {

@@ -73,3 +73,18 @@ func (b *RDP) ProbeRDP(ctx context.Context, ref backends.InstanceRef) error {
 		return d.DialContext(ctx, "tcp", b.opts.RDPAddr)
 	})
 }
+
+var _ backends.RDPAddresser = (*RDP)(nil)
+
+// RDPAddress implements backends.RDPAddresser: RDPAddr, for a running
+// instance.
+func (b *RDP) RDPAddress(ctx context.Context, ref backends.InstanceRef) (string, error) {
+	in, err := b.Get(ctx, ref)
+	if err != nil {
+		return "", err
+	}
+	if in.State != backends.StateRunning || b.opts.RDPAddr == "" {
+		return "", backends.Conflictf("%s offers no RDP console now", ref.Name)
+	}
+	return b.opts.RDPAddr, nil
+}

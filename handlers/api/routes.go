@@ -115,6 +115,7 @@ func Mount(r chi.Router, d Deps) {
 		v := vdiAPI{h}
 		route(http.MethodGet, "/vdi/pools", auth.User, v.pools)
 		route(http.MethodPost, "/vdi/pools/{kind}/{ns}/{pool}/claim", auth.User, v.claim)
+		route(http.MethodPatch, "/vdi/pools/{kind}/{ns}/{pool}", auth.Admin, v.resize) // {"size": N}
 		route(http.MethodGet, "/vdi/desktops", auth.User, v.desktops)
 		route(http.MethodGet, "/vdi/desktops/{kind}/{ns}/{member}", auth.User, v.desktop)
 		route(http.MethodPost, "/vdi/desktops/{kind}/{ns}/{member}/start", auth.User, v.start)

@@ -13,19 +13,30 @@ import (
 )
 
 // desktopPools is GET /desktops/pools (admins): every pool with its
-// members, their power state and holder, and the create and delete forms.
+// members, their power state and holder, and the create, resize and
+// delete forms; to htmx (HX-Target #admin-pools) the pools region only.
 func (s *server) desktopPools(w http.ResponseWriter, r *http.Request) error {
-	pools, err := s.VDI.Pools(r.Context())
+	frag := fragmentFor(r, "", "admin-pools")
+	p, err := s.desktopPoolsModel(r, frag, r.URL.Query().Get("notice"))
 	if err != nil {
 		return err
 	}
-	p := views.DesktopPools{Page: s.page(r.Context(), r, "Desktop pools", ""), Notice: r.URL.Query().Get("notice")}
+	return renderPage(w, r, http.StatusOK, views.DesktopPoolsPage(p), frag)
+}
+
+// desktopPoolsModel reads what the pools page shows.
+func (s *server) desktopPoolsModel(r *http.Request, frag, notice string) (views.DesktopPools, error) {
+	pools, err := s.VDI.Pools(r.Context())
+	if err != nil {
+		return views.DesktopPools{}, err
+	}
+	p := views.DesktopPools{Page: s.page(r.Context(), r, "Desktop pools", frag), Notice: notice}
 	for _, pl := range pools {
 		mode := "persistent"
 		if pl.Ephemeral {
 			mode = "ephemeral"
 		}
-		a := views.DesktopPoolAdmin{ID: pl.ID, Golden: pl.Golden, Mode: mode}
+		a := views.DesktopPoolAdmin{ID: pl.ID, Golden: pl.Golden, Mode: mode, Size: len(pl.Members)}
 		for _, m := range pl.Members {
 			holder := "free"
 			if m.Holder != "" {
@@ -38,7 +49,7 @@ func (s *server) desktopPools(w http.ResponseWriter, r *http.Request) error {
 		}
 		p.Pools = append(p.Pools, a)
 	}
-	return renderPage(w, r, http.StatusOK, views.DesktopPoolsPage(p), "")
+	return p, nil
 }
 
 func poolsBack(w http.ResponseWriter, r *http.Request, notice string) {

@@ -106,6 +106,7 @@ func Mount(r chi.Router, d Deps) {
 		route(http.MethodGet, "/desktops/pools", auth.Privileged, s.desktopPools) // everyone's holders
 		route(http.MethodPost, "/desktops/pools", auth.Admin, s.desktopPoolCreate)
 		route(http.MethodPost, "/desktops/pools/delete", auth.Admin, s.desktopPoolDelete)
+		route(http.MethodPost, "/desktops/pools/resize", auth.Admin, s.desktopPoolResize)
 	}
 	// Canonical refs contain slashes, so /vm/ takes the rest of the path:
 	// GET /vm/{ref} (the page), GET /vm/{ref}/delete (the confirmation,
