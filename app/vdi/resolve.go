@@ -26,16 +26,10 @@ func (s *Service) ResolvePool(ctx context.Context, text string) (string, error) 
 	return one("pool", text, found)
 }
 
-// ResolveDesktop returns the desktop ID named by text: a desktop ID
+// ResolveDesktopKind returns the desktop ID named by text: a desktop ID
 // (vm/NAMESPACE/MEMBER, ct/NAMESPACE/MEMBER) as is, or a member name that
-// names exactly one desktop: a VM pool member, or a claimed CT pool
-// member.
-func (s *Service) ResolveDesktop(ctx context.Context, text string) (string, error) {
-	return s.ResolveDesktopKind(ctx, "", text)
-}
-
-// ResolveDesktopKind is ResolveDesktop among the desktops of kind only
-// ("vm" or "ct"; "" both): a CT member and a VM of the same name are told
+// names exactly one desktop of kind ("vm" or "ct"; "" both): a VM pool
+// member, or a claimed CT pool member: a CT member and a VM of the same name are told
 // apart by the kind (corral vdi connect --kind). A CT member is found
 // while it is claimed (its Lease names it); one without a claim has
 // nothing to connect to.
