@@ -29,10 +29,10 @@ func (s *Service) ResolvePool(ctx context.Context, text string) (string, error) 
 // ResolveDesktopKind returns the desktop ID named by text: a desktop ID
 // (vm/NAMESPACE/MEMBER, ct/NAMESPACE/MEMBER) as is, or a member name that
 // names exactly one desktop of kind ("vm" or "ct"; "" both): a VM pool
-// member, or a claimed CT pool member: a CT member and a VM of the same name are told
-// apart by the kind (corral vdi connect --kind). A CT member is found
-// while it is claimed (its Lease names it); one without a claim has
-// nothing to connect to.
+// member, or a claimed CT pool member. The kind tells a CT member and a
+// VM of the same name apart (corral vdi connect --kind). A CT member is
+// found while it is claimed (its Lease names it); one without a claim
+// has nothing to connect to.
 func (s *Service) ResolveDesktopKind(ctx context.Context, kind, text string) (string, error) {
 	if kind != "" && kind != "vm" && kind != "ct" {
 		return "", backends.Invalidf("kind %q: accepted are vm and ct", kind)
