@@ -83,8 +83,9 @@ func (s *Service) Connect(ctx context.Context, who auth.Identity, desktop string
 		}
 		opts = append(opts, ConnectOption{Protocol: ProtoTerminal, Kind: string(backends.ConsoleSerial), URL: ConsoleURL(ref, backends.ConsoleSerial)})
 	} else {
-		// The RDP probe and the console list run at once: each may wait
-		// for a forward that never answers.
+		// The console list does not dial (a backend lists RDP from its
+		// configuration); the probe asks whether RDP answers, and runs
+		// beside the list, which may read the backend.
 		var wg sync.WaitGroup
 		var rdpErr error
 		prober, canProbe := dialer.(backends.RDPProber)
