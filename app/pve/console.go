@@ -110,7 +110,7 @@ func (s *Service) proxy(ctx context.Context, c Caller, node string, vmid int64, 
 	if pveStatus(g.In.State) != "running" {
 		return VNCProxy{}, s.Tasks.Refused(ctx, spec, &Error{Status: 500, Msg: fmt.Sprintf("VM %d not running", vmid)})
 	}
-	kinds, err := d.Consoles(ctx, ref)
+	kinds, err := backends.ConsolesOf(ctx, d, g.In)
 	if err != nil {
 		return VNCProxy{}, s.Tasks.Refused(ctx, spec, err)
 	}

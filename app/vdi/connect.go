@@ -74,7 +74,7 @@ func (s *Service) Connect(ctx context.Context, who auth.Identity, desktop string
 	out := ConnectAnswer{Desktop: c.Desktop.String(), Owner: c.Holder, Ref: ref.String(), Skipped: []string{}, Fallbacks: []ConnectOption{}}
 	var opts []ConnectOption
 	if c.Desktop.Kind == "ct" || in.Type == backends.TypeCT {
-		offered, err := dialer.Consoles(cctx, ref)
+		offered, err := backends.ConsolesOf(cctx, dialer, in)
 		if err != nil {
 			return ConnectAnswer{}, err
 		}
@@ -92,7 +92,7 @@ func (s *Service) Connect(ctx context.Context, who auth.Identity, desktop string
 		if canProbe {
 			wg.Go(func() { rdpErr = prober.ProbeRDP(cctx, ref) })
 		}
-		offered, err := dialer.Consoles(cctx, ref)
+		offered, err := backends.ConsolesOf(cctx, dialer, in)
 		wg.Wait()
 		if err != nil {
 			return ConnectAnswer{}, err
