@@ -166,5 +166,6 @@ func (s *Service) ConsoleAccess(ctx context.Context, who auth.Identity, ref back
 	case c.Expired(s.now()):
 		return false, backends.Conflictf("your claim on %s expired: claim the pool %s again", d, PoolID{Kind: d.Kind, Namespace: d.Namespace, Pool: c.Pool})
 	}
+	s.rememberLookup(ref, d, claims)
 	return true, nil
 }

@@ -75,6 +75,9 @@ type Service struct {
 	// consoles maps the ref of an instance with open consoles to its
 	// desktop, so the close finds the desktop the open counted.
 	consoles map[string]DesktopID
+	// lookups are the holders' console access checks not yet followed by
+	// their open (consolelookup.go).
+	lookups map[string]consoleLookup
 	// opLocks serializes the changes of one desktop in this process
 	// (a release and a reclaim of the same desktop).
 	opLocks map[DesktopID]*sync.Mutex
