@@ -1,6 +1,9 @@
 package backends
 
-import "reflect"
+import (
+	"context"
+	"reflect"
+)
 
 // Capability describes one optional interface for the capability matrix.
 type Capability struct {
@@ -80,3 +83,19 @@ func Imports(b Backend) (Importer, error) { return As[Importer](b, "import") }
 
 // Consoles returns b's ConsoleDialer or a refusal.
 func Consoles(b Backend) (ConsoleDialer, error) { return As[ConsoleDialer](b, "console") }
+
+// InstanceConsoles is implemented by console dialers that answer
+// Consoles with fewer reads when the caller already holds the instance
+// (a fleet snapshot's): its type and state need not be read again.
+type InstanceConsoles interface {
+	ConsolesOf(ctx context.Context, in Instance) ([]ConsoleKind, error)
+}
+
+// ConsolesOf returns the consoles in offers now: d's ConsolesOf when it
+// has one, else d.Consoles of in's ref.
+func ConsolesOf(ctx context.Context, d ConsoleDialer, in Instance) ([]ConsoleKind, error) {
+	if c, ok := d.(InstanceConsoles); ok {
+		return c.ConsolesOf(ctx, in)
+	}
+	return d.Consoles(ctx, in.Ref)
+}

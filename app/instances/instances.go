@@ -180,10 +180,12 @@ func (s *Service) Create(ctx context.Context, o tasks.Origin, req CreateRequest)
 		return store.Task{}, backends.InstanceRef{}, s.tasks.Refused(ctx, spec, err)
 	}
 	b := s.pickContext(req.Context)
-	if bs.PVC != "" && b.Kind() != backends.KindKubeVirt {
-		return store.Task{}, backends.InstanceRef{}, s.tasks.Refused(ctx, spec, backends.Refuse(b.Kind(), "create from a PVC", "PVCs exist on KubeVirt contexts only; give an image"))
-	}
-	if pc, ok := b.(pvcChecker); ok && bs.PVC != "" {
+	if bs.PVC != "" {
+		// The capability decides, not the backend's kind.
+		pc, ok := b.(pvcChecker)
+		if !ok {
+			return store.Task{}, backends.InstanceRef{}, s.tasks.Refused(ctx, spec, backends.Refuse(b.Kind(), "create from a PVC", "PVCs exist on KubeVirt contexts only; give an image"))
+		}
 		cctx, cancel := s.fleet.CallContext(ctx)
 		err := pc.CheckPVC(cctx, bs.Namespace, bs.PVC)
 		cancel()

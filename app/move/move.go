@@ -217,12 +217,18 @@ func (s *Service) Preflight(ctx context.Context, req Request) (Preflight, error)
 	return s.plan(ctx, src, req), nil
 }
 
-// source is a resolved source with what the preflight read from it.
+// source is a resolved source with what the preflight read from it:
+// read once per call, however many destinations are planned.
 type source struct {
 	ref     backends.InstanceRef
 	b       backends.Backend
 	in      backends.Instance
 	readErr error // the live Get failed: in is the snapshot's copy
+
+	disk      backends.Disk // DiskSource's answer, when diskRead
+	diskRead  bool          // DiskSource was asked (a DiskSourcer, readable)
+	diskErr   error         // DiskSource failed
+	snapshots int           // the source's snapshots (0 when unread)
 }
 
 func (s *Service) source(ctx context.Context, text string) (source, error) {
@@ -247,6 +253,23 @@ func (s *Service) source(ctx context.Context, text string) (source, error) {
 		src.in, _ = snap.Find(ref)
 	default:
 		src.in = in
+	}
+	if src.readErr != nil {
+		return src, nil
+	}
+	if ds, ok := b.(backends.DiskSourcer); ok {
+		cctx, cancel := s.fleet.CallContext(ctx)
+		src.disk, src.diskErr = ds.DiskSource(cctx, ref)
+		cancel()
+		src.diskRead = true
+	}
+	if sn, ok := b.(backends.Snapshotter); ok {
+		cctx, cancel := s.fleet.CallContext(ctx)
+		list, err := sn.Snapshots(cctx, ref)
+		cancel()
+		if err == nil {
+			src.snapshots = len(list)
+		}
 	}
 	return src, nil
 }
@@ -275,7 +298,7 @@ func (s *Service) plan(ctx context.Context, src source, req Request) Preflight {
 
 	// The read side.
 	var disk backends.Disk
-	ds, isDS := src.b.(backends.DiskSourcer)
+	_, isDS := src.b.(backends.DiskSourcer)
 	exp, isExp := src.b.(backends.Exporter)
 	expFormat := ""
 	if isExp {
@@ -287,15 +310,12 @@ func (s *Service) plan(ctx context.Context, src source, req Request) Preflight {
 		}
 	}
 	switch {
-	case isDS && src.readErr == nil:
-		cctx, cancel := s.fleet.CallContext(ctx)
-		d, err := ds.DiskSource(cctx, src.ref)
-		cancel()
-		if err != nil {
-			refuse(RefuseSourceExport, "the disk of %s cannot be read: %s", src.ref.Name, safe(err))
+	case isDS && src.diskRead:
+		if src.diskErr != nil {
+			refuse(RefuseSourceExport, "the disk of %s cannot be read: %s", src.ref.Name, safe(src.diskErr))
 		} else {
-			disk = d
-			p.Plan.Read, p.Plan.Format, p.Plan.DiskMiB = "disk-file", d.Format, d.VirtualMiB
+			disk = src.disk
+			p.Plan.Read, p.Plan.Format, p.Plan.DiskMiB = "disk-file", disk.Format, disk.VirtualMiB
 		}
 	case isDS:
 	case expFormat != "":
@@ -368,13 +388,8 @@ func (s *Service) plan(ctx context.Context, src source, req Request) Preflight {
 	if dst != nil {
 		warn("new-mac", "the copy gets a new MAC address on %s: a DHCP lease or a firewall rule tied to the old one will not follow", dst.Kind())
 	}
-	if sn, ok := src.b.(backends.Snapshotter); ok && src.readErr == nil {
-		cctx, cancel := s.fleet.CallContext(ctx)
-		list, err := sn.Snapshots(cctx, src.ref)
-		cancel()
-		if err == nil && len(list) > 0 {
-			warn("snapshots", "%d snapshot(s) of %s stay with the source: the copy starts without history", len(list), src.ref.Name)
-		}
+	if src.snapshots > 0 {
+		warn("snapshots", "%d snapshot(s) of %s stay with the source: the copy starts without history", src.snapshots, src.ref.Name)
 	}
 	if len(src.in.Tags) > 0 {
 		if dst != nil && !backends.Supports[backends.Tagger](dst) {

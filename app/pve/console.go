@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/rand"
-	"errors"
 	"fmt"
 	"net"
 	"slices"
@@ -110,7 +109,7 @@ func (s *Service) proxy(ctx context.Context, c Caller, node string, vmid int64, 
 	if pveStatus(g.In.State) != "running" {
 		return VNCProxy{}, s.Tasks.Refused(ctx, spec, &Error{Status: 500, Msg: fmt.Sprintf("VM %d not running", vmid)})
 	}
-	kinds, err := d.Consoles(ctx, ref)
+	kinds, err := backends.ConsolesOf(ctx, d, g.In)
 	if err != nil {
 		return VNCProxy{}, s.Tasks.Refused(ctx, spec, err)
 	}
@@ -236,9 +235,6 @@ type Console struct {
 	password string
 }
 
-// consoleDialTimeout bounds dialing a guest's display and its handshake.
-const consoleDialTimeout = 10 * time.Second
-
 // OpenConsole consumes the grant of port after verifying ticket (401 in
 // PVE's words otherwise, also for a grant used before, expired, issued
 // to another caller or for another guest) and opens the guest's display
@@ -265,22 +261,15 @@ func (s *Service) OpenConsole(ctx context.Context, c Caller, node string, vmid i
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	timer := time.AfterFunc(consoleDialTimeout, cancel)
-	conn, err := d.DialConsole(ctx, g.In.Ref, gr.kind)
-	if !timer.Stop() && err == nil {
-		conn.Close()
-		err = backends.Unavailable(g.In.Ref.ContextKey(), errors.New("console dial timed out"))
-	}
+	conn, cancel, err := backends.DialConsole(ctx, d, g.In.Ref, gr.kind)
 	if err != nil {
-		cancel()
 		return nil, err
 	}
 	con := &Console{Ref: g.In.Ref, Kind: gr.kind, conn: conn, cancel: cancel, user: gr.user, ticket: gr.ticket, password: gr.password}
 	if gr.kind != backends.ConsoleVNC {
 		return con, nil
 	}
-	clear := rfb.Deadline(conn, consoleDialTimeout)
+	clear := rfb.Deadline(conn, backends.ConsoleDialTimeout)
 	if err := rfb.ClientHandshake(conn, ""); err != nil {
 		con.Close()
 		return nil, backends.Failed("the display of "+g.In.Ref.Name+" did not complete the VNC handshake", err)
@@ -294,7 +283,7 @@ func (s *Service) OpenConsole(ctx context.Context, c Caller, node string, vmid i
 // rfb.ErrAuth for a wrong response; after a nil return, copy bytes
 // between viewer and Conn.
 func (v *Console) Greet(viewer net.Conn) error {
-	clear := rfb.Deadline(viewer, consoleDialTimeout)
+	clear := rfb.Deadline(viewer, backends.ConsoleDialTimeout)
 	defer clear()
 	return rfb.ServerHandshake(viewer, rfb.Verify(v.password), "invalid VNC password (the PVEVNC ticket)")
 }

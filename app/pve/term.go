@@ -9,6 +9,7 @@ import (
 	"net"
 	"strconv"
 
+	"github.com/corral-dev/corral/backends"
 	"github.com/corral-dev/corral/internal/rfb"
 )
 
@@ -26,7 +27,7 @@ const maxTermFrame = 1 << 20
 // refused: the viewer gets nothing and the error is returned.
 func (v *Console) ServeTerm(viewer net.Conn) error {
 	r := bufio.NewReader(viewer)
-	clear := rfb.Deadline(viewer, consoleDialTimeout)
+	clear := rfb.Deadline(viewer, backends.ConsoleDialTimeout)
 	line, err := r.ReadString('\n')
 	clear()
 	if err != nil {

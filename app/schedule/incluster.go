@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 
 	"github.com/corral-dev/corral/backends"
 	"github.com/corral-dev/corral/store"
@@ -108,22 +109,22 @@ func (k *KubeCronJobs) CronJob(sc store.Schedule, ref backends.InstanceRef) *bat
 		Spec: batchv1.CronJobSpec{
 			Schedule:                   sc.Cron,
 			TimeZone:                   &tz,
-			Suspend:                    ptr(!sc.Enabled),
+			Suspend:                    ptr.To(!sc.Enabled),
 			ConcurrencyPolicy:          batchv1.ForbidConcurrent,
 			StartingDeadlineSeconds:    &deadline,
-			SuccessfulJobsHistoryLimit: ptr(int32(1)),
-			FailedJobsHistoryLimit:     ptr(int32(3)),
+			SuccessfulJobsHistoryLimit: ptr.To(int32(1)),
+			FailedJobsHistoryLimit:     ptr.To(int32(3)),
 			JobTemplate: batchv1.JobTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
 				Spec: batchv1.JobSpec{
-					BackoffLimit:            ptr(int32(2)),
-					TTLSecondsAfterFinished: ptr(int32(86400)),
+					BackoffLimit:            ptr.To(int32(2)),
+					TTLSecondsAfterFinished: ptr.To(int32(86400)),
 					Template: corev1.PodTemplateSpec{
 						ObjectMeta: metav1.ObjectMeta{Labels: labels},
 						Spec: corev1.PodSpec{
 							ServiceAccountName: SchedulerAccount,
 							RestartPolicy:      corev1.RestartPolicyNever,
-							SecurityContext:    &corev1.PodSecurityContext{RunAsNonRoot: ptr(true), RunAsUser: ptr(int64(65534))},
+							SecurityContext:    &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true), RunAsUser: ptr.To(int64(65534))},
 							Containers: []corev1.Container{{
 								Name:    "power",
 								Image:   image,
@@ -133,7 +134,7 @@ func (k *KubeCronJobs) CronJob(sc store.Schedule, ref backends.InstanceRef) *bat
 									{Name: "VM_NAME", Value: ref.Name},
 									{Name: "RUN_STRATEGY", Value: runStrategy(sc.Action)},
 								},
-								SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr(false), ReadOnlyRootFilesystem: ptr(true),
+								SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false), ReadOnlyRootFilesystem: ptr.To(true),
 									Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
 							}},
 						},
@@ -143,8 +144,6 @@ func (k *KubeCronJobs) CronJob(sc store.Schedule, ref backends.InstanceRef) *bat
 		},
 	}
 }
-
-func ptr[T any](v T) *T { return &v }
 
 // Apply implements CronJobs.
 func (k *KubeCronJobs) Apply(ctx context.Context, sc store.Schedule, ref backends.InstanceRef) error {
@@ -176,7 +175,7 @@ func (k *KubeCronJobs) Delete(ctx context.Context, sc store.Schedule, ref backen
 		return backends.Unavailable(ref.ContextKey(), err)
 	}
 	name := CronJobName(sc.ID)
-	err = kc.BatchV1().CronJobs(ref.Namespace).Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: ptr(metav1.DeletePropagationBackground)})
+	err = kc.BatchV1().CronJobs(ref.Namespace).Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)})
 	if apierrors.IsNotFound(err) {
 		return nil
 	}

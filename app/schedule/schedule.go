@@ -190,6 +190,10 @@ type Request struct {
 type Schedule struct {
 	store.Schedule
 	Next time.Time // next boundary in the schedule's zone; zero when disabled
+	// Loc is the schedule's zone (TZ), from the service's cache: lists
+	// show their times in it without loading the zone per row. UTC when
+	// TZ names no zone this host knows.
+	Loc *time.Location
 }
 
 // Target returns the schedule's target as shown to users: the ref, or
@@ -210,7 +214,7 @@ func (s *Service) List(ctx context.Context) ([]Schedule, error) {
 	now := s.opts.Now()
 	out := make([]Schedule, 0, len(list))
 	for _, sc := range list {
-		out = append(out, Schedule{Schedule: sc, Next: s.next(sc, now)})
+		out = append(out, s.view(sc, now))
 	}
 	return out, nil
 }
@@ -224,7 +228,17 @@ func (s *Service) Get(ctx context.Context, id int64) (Schedule, error) {
 	if err != nil {
 		return Schedule{}, err
 	}
-	return Schedule{Schedule: sc, Next: s.next(sc, s.opts.Now())}, nil
+	return s.view(sc, s.opts.Now()), nil
+}
+
+// view is sc as the service answers it: its next boundary after now and
+// its zone.
+func (s *Service) view(sc store.Schedule, now time.Time) Schedule {
+	loc, err := s.zone(sc.TZ)
+	if err != nil {
+		loc = time.UTC
+	}
+	return Schedule{Schedule: sc, Next: s.next(sc, now), Loc: loc}
 }
 
 func (s *Service) next(sc store.Schedule, now time.Time) time.Time {

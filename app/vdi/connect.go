@@ -80,7 +80,7 @@ func (s *Service) Connect(ctx context.Context, who auth.Identity, desktop string
 	out := ConnectAnswer{Desktop: c.Desktop.String(), Owner: c.Holder, Ref: ref.String(), Skipped: []string{}, Fallbacks: []ConnectOption{}}
 	var opts []ConnectOption
 	if in.Type == backends.TypeCT { // a VM pool of CTs (e.g. Proxmox LXC clones)
-		offered, err := dialer.Consoles(cctx, ref)
+		offered, err := backends.ConsolesOf(cctx, dialer, in)
 		if err != nil {
 			return ConnectAnswer{}, err
 		}
@@ -89,15 +89,16 @@ func (s *Service) Connect(ctx context.Context, who auth.Identity, desktop string
 		}
 		opts = append(opts, ConnectOption{Protocol: ProtoTerminal, Kind: string(backends.ConsoleSerial), URL: ConsoleURL(ref, backends.ConsoleSerial)})
 	} else {
-		// The RDP probe and the console list run at once: each may wait
-		// for a forward that never answers.
+		// The console list does not dial (a backend lists RDP from its
+		// configuration); the probe asks whether RDP answers, and runs
+		// beside the list, which may read the backend.
 		var wg sync.WaitGroup
 		var rdpErr error
 		prober, canProbe := dialer.(backends.RDPProber)
 		if canProbe {
 			wg.Go(func() { rdpErr = prober.ProbeRDP(cctx, ref) })
 		}
-		offered, err := dialer.Consoles(cctx, ref)
+		offered, err := backends.ConsolesOf(cctx, dialer, in)
 		wg.Wait()
 		if err != nil {
 			return ConnectAnswer{}, err
@@ -175,5 +176,6 @@ func (s *Service) ConsoleAccess(ctx context.Context, who auth.Identity, ref back
 	case c.Expired(s.now()):
 		return false, backends.Conflictf("your claim on %s expired: claim the pool %s again", d, PoolID{Kind: d.Kind, Namespace: d.Namespace, Pool: c.Pool})
 	}
+	s.rememberLookup(ref, d, claims)
 	return true, nil
 }

@@ -20,17 +20,17 @@ func (s *Service) connectCT(ctx context.Context, who auth.Identity, desktop stri
 	if c.Expired(s.now()) {
 		return ConnectAnswer{}, backends.Conflictf("the claim on %s expired: claim the pool %s again", c.Desktop, pool)
 	}
-	text, phase, running := ct.Member(ctx, c)
-	ref, err := backends.ParseRef(text)
+	m := ct.Members(ctx, []Claim{c})[0]
+	ref, err := backends.ParseRef(m.Ref)
 	if err != nil {
 		return ConnectAnswer{}, backends.NotFoundf("desktop %s: its pool %s is gone", c.Desktop, pool)
 	}
 	switch {
-	case running:
-	case phase == "Starting":
+	case m.Running:
+	case m.Phase == "Starting":
 		return ConnectAnswer{}, backends.Conflictf("desktop %s is Starting: connect when it is Ready", c.Desktop)
 	default:
-		return ConnectAnswer{}, backends.Conflictf("desktop %s is %s: start it first", c.Desktop, phase)
+		return ConnectAnswer{}, backends.Conflictf("desktop %s is %s: start it first", c.Desktop, m.Phase)
 	}
 	return ConnectAnswer{Desktop: c.Desktop.String(), Owner: c.Holder, Ref: ref.String(),
 		Target:    ConnectOption{Protocol: ProtoTerminal, Kind: string(backends.ConsoleSerial), URL: ConsoleURL(ref, backends.ConsoleSerial)},

@@ -3,6 +3,7 @@ package vdi
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 
 	"github.com/corral-dev/corral/app/auth"
@@ -29,9 +30,11 @@ type CTPools interface {
 	Claims(ctx context.Context) ([]Claim, error)
 	// Get returns the claim of d, ErrNoClaim when it has none.
 	Get(ctx context.Context, d DesktopID) (Claim, error)
-	// Member returns the canonical ref of c's member, its state as the
-	// pool status names it, and whether it runs.
-	Member(ctx context.Context, c Claim) (ref, phase string, running bool)
+	// Members returns, for each claim of cs in order, the canonical ref
+	// of its member, its state as the pool status names it, and whether
+	// it runs: a list of desktops is read in a few requests, not a few
+	// per claim.
+	Members(ctx context.Context, cs []Claim) []MemberView
 	// Start starts the member of c when it has no pod.
 	Start(ctx context.Context, c Claim) error
 	// Release destroys the member of c and makes it again from the
@@ -43,6 +46,13 @@ type CTPools interface {
 	// Desktop maps the instance ref of a CT pool member (its console's
 	// ref) to its desktop ct/NAMESPACE/MEMBER; false for any other ref.
 	Desktop(ctx context.Context, ref backends.InstanceRef) (DesktopID, bool)
+}
+
+// MemberView is what a desktop answer shows of a CT claim's member.
+type MemberView struct {
+	Ref     string // canonical ref; "" when the member was not found
+	Phase   string // the state as the pool status names it ("Unknown")
+	Running bool
 }
 
 func isCT(desktop string) bool { return strings.HasPrefix(desktop, "ct/") }
@@ -121,11 +131,18 @@ func (s *Service) ctHeld(ctx context.Context, who auth.Identity, desktop string)
 // ctView is the desktop answer of a CT claim, with its session marks
 // and planned reclaim as for a VM desktop.
 func (s *Service) ctView(ctx context.Context, c Claim) Desktop {
+	m := MemberView{Phase: "Unknown"}
+	if s.opts.CT != nil {
+		m = s.opts.CT.Members(ctx, []Claim{c})[0]
+	}
+	return s.ctViewOf(c, m)
+}
+
+// ctViewOf is ctView with the member already read.
+func (s *Service) ctViewOf(c Claim, m MemberView) Desktop {
 	v := Desktop{ID: c.Desktop.String(), SessionID: c.Session, PoolID: "ct/" + c.Desktop.Namespace + "/" + c.Pool, Owner: c.Holder,
 		ClaimedAt: c.Acquired, Expired: c.Expired(s.now()), Phase: "Unknown"}
-	if s.opts.CT != nil {
-		v.Ref, v.Phase, v.Running = s.opts.CT.Member(ctx, c)
-	}
+	v.Ref, v.Phase, v.Running = m.Ref, m.Phase, m.Running
 	s.sessionView(&v, c)
 	return v
 }
@@ -140,11 +157,12 @@ func (s *Service) ctDesktops(ctx context.Context, who auth.Identity, all bool, o
 		s.opts.Log.Warn("vdi: CT desktops not listed", "err", err)
 		return out
 	}
-	for _, c := range claims {
-		if Reserved(c.Holder) || !all && c.Holder != who.Login {
-			continue
-		}
-		out = append(out, s.ctView(ctx, c))
+	claims = slices.DeleteFunc(claims, func(c Claim) bool { return Reserved(c.Holder) || !all && c.Holder != who.Login })
+	if len(claims) == 0 {
+		return out
+	}
+	for i, m := range s.opts.CT.Members(ctx, claims) {
+		out = append(out, s.ctViewOf(claims[i], m))
 	}
 	return out
 }

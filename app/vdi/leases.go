@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 
 	"github.com/corral-dev/corral/backends"
 )
@@ -107,7 +108,7 @@ func (s *LeaseClaims) Update(ctx context.Context, c Claim) (Claim, error) {
 	l.ResourceVersion = c.Version
 	l.Annotations[AnnSession] = c.Session
 	l.Spec.RenewTime = &metav1.MicroTime{Time: c.Renewed}
-	l.Spec.LeaseDurationSeconds = ptr(int32(c.Expires.Sub(c.Renewed) / time.Second))
+	l.Spec.LeaseDurationSeconds = ptr.To(int32(c.Expires.Sub(c.Renewed) / time.Second))
 	if !c.Connected.IsZero() {
 		l.Annotations[AnnConnectedAt] = c.Connected.UTC().Format(leaseTimeFormat)
 	}
@@ -204,7 +205,7 @@ func newLease(d DesktopID, pool, holder string, now time.Time) *coordv1.Lease {
 			HolderIdentity:       &holder,
 			AcquireTime:          &t,
 			RenewTime:            &t,
-			LeaseDurationSeconds: ptr(leaseTTLSeconds),
+			LeaseDurationSeconds: ptr.To(leaseTTLSeconds),
 		},
 	}
 }
@@ -236,4 +237,3 @@ func fromLease(l *coordv1.Lease) (Claim, error) {
 	return c, nil
 }
 
-func ptr[T any](v T) *T { return &v }

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/singleflight"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
@@ -75,11 +76,14 @@ type Service struct {
 	// consoles maps the ref of an instance with open consoles to its
 	// desktop, so the close finds the desktop the open counted.
 	consoles map[string]DesktopID
+	// lookups are the holders' console access checks not yet followed by
+	// their open (consolelookup.go).
+	lookups map[string]consoleLookup
 	// opLocks serializes the changes of one desktop in this process
 	// (a release and a reclaim of the same desktop).
 	opLocks map[DesktopID]*sync.Mutex
-	loads   flight[store.VDIPool]
-	hub     broadcast.Hub // claims and pools changed (changes.go)
+	loads   singleflight.Group // VDIPool reads, by pool ID
+	hub     broadcast.Hub      // claims and pools changed (changes.go)
 }
 
 // New returns the VDI service.
@@ -147,9 +151,10 @@ func (p *pool) kubevirt() bool {
 // load returns the pool with its backend and claim store. Concurrent
 // loads of one pool share one read.
 func (s *Service) load(ctx context.Context, id PoolID) (*pool, error) {
-	row, err := s.loads.do(id.String(), func() (store.VDIPool, error) {
+	v, err, _ := s.loads.Do(id.String(), func() (any, error) {
 		return s.opts.Store.VDIPool(context.WithoutCancel(ctx), id.String())
 	})
+	row, _ := v.(store.VDIPool)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil, backends.NotFoundf("pool %s does not exist", id)
 	}
@@ -233,38 +238,4 @@ func (s *Service) power(ctx context.Context, b backends.Backend, ref backends.In
 		}
 	}
 	return err
-}
-
-// flight runs one call per key at a time and gives its result to every
-// caller that asked while it ran.
-type flight[T any] struct {
-	mu    sync.Mutex
-	calls map[string]*flightCall[T]
-}
-
-type flightCall[T any] struct {
-	done chan struct{}
-	v    T
-	err  error
-}
-
-func (f *flight[T]) do(key string, fn func() (T, error)) (T, error) {
-	f.mu.Lock()
-	if c, ok := f.calls[key]; ok {
-		f.mu.Unlock()
-		<-c.done
-		return c.v, c.err
-	}
-	if f.calls == nil {
-		f.calls = map[string]*flightCall[T]{}
-	}
-	c := &flightCall[T]{done: make(chan struct{})}
-	f.calls[key] = c
-	f.mu.Unlock()
-	c.v, c.err = fn()
-	f.mu.Lock()
-	delete(f.calls, key)
-	f.mu.Unlock()
-	close(c.done)
-	return c.v, c.err
 }

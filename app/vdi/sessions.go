@@ -19,17 +19,22 @@ const (
 // first one of a desktop marks it connected. Instances that are no
 // desktop are ignored. It implements the console bridge's session hook.
 func (s *Service) ConsoleOpened(ref backends.InstanceRef) {
-	d, ok := s.desktopOf(ref)
+	// A holder's access check has just looked the desktop up; an admin's
+	// did not, so it is looked up here.
+	l, ok := s.takeLookup(ref)
 	if !ok {
-		return
+		if l.d, ok = s.desktopOf(ref); !ok {
+			return
+		}
 	}
+	d := l.d
 	s.mu.Lock()
 	s.open[d]++
 	s.consoles[ref.String()] = d
 	first := s.open[d] == 1
 	s.mu.Unlock()
 	if first {
-		s.mark(d, func(c *Claim, now time.Time) { c.Connected = now })
+		s.mark(d, l.claims, func(c *Claim, now time.Time) { c.Connected = now })
 	}
 }
 
@@ -57,7 +62,7 @@ func (s *Service) ConsoleClosed(ref backends.InstanceRef) {
 	}
 	s.mu.Unlock()
 	if last {
-		s.mark(d, func(c *Claim, now time.Time) { c.Disconnected = now })
+		s.mark(d, nil, func(c *Claim, now time.Time) { c.Disconnected = now })
 	}
 }
 
@@ -78,15 +83,18 @@ func (s *Service) desktopOf(ref backends.InstanceRef) (DesktopID, bool) {
 	return d, err == nil
 }
 
-// mark records a session mark on d's claim, retrying a lost
-// compare-and-swap a few times; a desktop without a claim has no marks.
-func (s *Service) mark(d DesktopID, set func(*Claim, time.Time)) {
+// mark records a session mark on d's claim, kept in claims (nil: looked
+// up), retrying a lost compare-and-swap a few times; a desktop without a
+// claim has no marks.
+func (s *Service) mark(d DesktopID, claims claimRW, set func(*Claim, time.Time)) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	defer s.changed()
-	claims, err := s.claimsOf(ctx, d)
-	if err != nil {
-		return
+	if claims == nil {
+		var err error
+		if claims, err = s.claimsOf(ctx, d); err != nil {
+			return
+		}
 	}
 	for range 5 {
 		c, err := claims.Get(ctx, d)
@@ -154,7 +162,7 @@ func (s *Service) recover(claims []Claim) {
 		open := s.open[c.Desktop]
 		s.mu.Unlock()
 		if c.WasConnected() && open == 0 {
-			s.mark(c.Desktop, func(c *Claim, now time.Time) {
+			s.mark(c.Desktop, nil, func(c *Claim, now time.Time) {
 				if c.WasConnected() {
 					c.Disconnected = now
 				}

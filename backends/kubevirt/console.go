@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/httpstream"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/remotecommand"
@@ -35,23 +36,58 @@ func ctShell(privileged bool) []string {
 // shell as a serial console; a stopped one offers none yet. A VM's
 // consoles go through KubeVirt's virt-api (VNC and serial websockets),
 // which Corral does not bridge yet: refused with virtctl as the remedy.
+// Two reads: the CT's PVC and pod, or the PVC and the VM.
 func (b *Backend) Consoles(ctx context.Context, ref backends.InstanceRef) ([]backends.ConsoleKind, error) {
 	_, pod, err := b.ctOrRefuse(ctx, ref)
 	if err != nil {
 		return nil, err
 	}
-	if ctState(pod) != backends.StateRunning {
-		return nil, nil
-	}
-	return []backends.ConsoleKind{backends.ConsoleSerial}, nil
+	return ctConsoles(pod), nil
 }
 
-// ctOrRefuse returns the CT ref names, or the refusal for a VM.
+var _ backends.InstanceConsoles = (*Backend)(nil)
+
+// ConsolesOf implements backends.InstanceConsoles: Consoles for an
+// instance the caller holds, whose type decides without a read: a VM is
+// refused at once, a CT's pod is the one read (is it running now).
+func (b *Backend) ConsolesOf(ctx context.Context, in backends.Instance) ([]backends.ConsoleKind, error) {
+	ref := in.Ref
+	if err := b.check(ref); err != nil {
+		return nil, err
+	}
+	switch in.Type {
+	case backends.TypeVM:
+		return nil, vmConsoleRefusal(ref)
+	case backends.TypeCT:
+		pod, err := b.ctPodOf(ctx, ref.Namespace, ref.Name)
+		if err != nil {
+			return nil, err
+		}
+		return ctConsoles(pod), nil
+	}
+	return b.Consoles(ctx, ref)
+}
+
+// ctConsoles are the consoles of a CT whose pod is pod (nil: none).
+func ctConsoles(pod *corev1.Pod) []backends.ConsoleKind {
+	if ctState(pod) != backends.StateRunning {
+		return nil
+	}
+	return []backends.ConsoleKind{backends.ConsoleSerial}
+}
+
+// vmConsoleRefusal is the refusal of a VM's consoles.
+func vmConsoleRefusal(ref backends.InstanceRef) error {
+	return backends.Refuse(backends.KindKubeVirt, "console", "the consoles of KubeVirt VMs are not bridged by Corral yet; use virtctl vnc "+ref.Name+" -n "+ref.Namespace+" or virtctl console")
+}
+
+// ctOrRefuse returns the CT ref names, or the refusal for a VM (whose
+// existence is one read of the VM object: its instance does not matter).
 func (b *Backend) ctOrRefuse(ctx context.Context, ref backends.InstanceRef) (*corev1.PersistentVolumeClaim, *corev1.Pod, error) {
 	pvc, pod, err := b.getCT(ctx, ref)
 	if errors.Is(err, backends.ErrNotFound) {
-		if _, _, verr := b.getVM(ctx, ref); verr == nil {
-			return nil, nil, backends.Refuse(backends.KindKubeVirt, "console", "the consoles of KubeVirt VMs are not bridged by Corral yet; use virtctl vnc "+ref.Name+" -n "+ref.Namespace+" or virtctl console")
+		if _, verr := b.dyn.Resource(gvrVM).Namespace(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{}); verr == nil {
+			return nil, nil, vmConsoleRefusal(ref)
 		}
 	}
 	return pvc, pod, err

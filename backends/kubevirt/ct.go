@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/corral-dev/corral/backends"
 )
@@ -166,7 +167,7 @@ func ctPod(name, ns string, cs ctSpec) *corev1.Pod {
 		c.VolumeMounts[0].MountPath = ctPersist
 		c.Command = []string{"/bin/sh", "-c", ctSeedScript}
 		c.SecurityContext = &corev1.SecurityContext{
-			Privileged: ptr(true),
+			Privileged: ptr.To(true),
 			Capabilities: &corev1.Capabilities{
 				Add: []corev1.Capability{"SYS_ADMIN", "SYS_CHROOT"},
 			},
@@ -181,8 +182,8 @@ func ctPod(name, ns string, cs ctSpec) *corev1.Pod {
 		Spec: corev1.PodSpec{
 			Hostname:                      name,
 			RestartPolicy:                 corev1.RestartPolicyAlways,
-			EnableServiceLinks:            ptr(false),
-			TerminationGracePeriodSeconds: ptr(int64(10)),
+			EnableServiceLinks:            ptr.To(false),
+			TerminationGracePeriodSeconds: ptr.To(int64(10)),
 			Containers:                    []corev1.Container{c},
 			Volumes: []corev1.Volume{{
 				Name: "data",
@@ -397,8 +398,8 @@ func (b *Backend) startCT(ctx context.Context, ref backends.InstanceRef, pvc *co
 // that it is still the pod the caller read.
 func (b *Backend) deleteCTPod(ctx context.Context, pod *corev1.Pod) error {
 	return b.kube.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
-		GracePeriodSeconds: ptr(int64(0)),
-		Preconditions:      &metav1.Preconditions{UID: ptr(pod.UID)},
+		GracePeriodSeconds: ptr.To(int64(0)),
+		Preconditions:      &metav1.Preconditions{UID: ptr.To(pod.UID)},
 	})
 }
 
@@ -416,7 +417,7 @@ func (b *Backend) deleteCT(ctx context.Context, ns, name string) error {
 	if pod, err := b.ctPodOf(ctx, ns, name); err != nil {
 		errs = append(errs, err)
 	} else if pod != nil {
-		gone("delete the pod of", core.Pods(ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: ptr(int64(0))}))
+		gone("delete the pod of", core.Pods(ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))}))
 	}
 	if svc, err := core.Services(ns).Get(ctx, name, metav1.GetOptions{}); err == nil && svc.Labels[labelCT] == name {
 		gone("delete the service of", core.Services(ns).Delete(ctx, name, metav1.DeleteOptions{}))

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
+	"k8s.io/utils/ptr"
 
 	"github.com/corral-dev/corral/backends"
 	"github.com/corral-dev/corral/backends/kubevirt"
@@ -83,7 +84,7 @@ func TestDeployManifests(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		opts := metav1.PatchOptions{FieldManager: "corral-test", Force: ptrTo(true)}
+		opts := metav1.PatchOptions{FieldManager: "corral-test", Force: ptr.To(true)}
 		if m.Scope.Name() == meta.RESTScopeNameNamespace {
 			_, err = res.Namespace(u.GetNamespace()).Patch(ctx, u.GetName(), types.ApplyPatchType, data, opts)
 		} else {
@@ -196,5 +197,3 @@ func waitState(t *testing.T, b backends.Backend, ref backends.InstanceRef, want 
 		}
 	}
 }
-
-func ptrTo[T any](v T) *T { return &v }

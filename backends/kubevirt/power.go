@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	"github.com/corral-dev/corral/backends"
 )
@@ -80,7 +81,7 @@ func (b *Backend) power(ctx context.Context, ref backends.InstanceRef, action ba
 			return err
 		}
 		if action == backends.ActionStop && vmi != nil {
-			err := b.dyn.Resource(gvrVMI).Namespace(ref.Namespace).Delete(ctx, ref.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr(int64(0))})
+			err := b.dyn.Resource(gvrVMI).Namespace(ref.Namespace).Delete(ctx, ref.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))})
 			if err != nil && !apierrors.IsNotFound(err) {
 				return b.fail("force off", what, err)
 			}
@@ -95,7 +96,7 @@ func (b *Backend) power(ctx context.Context, ref backends.InstanceRef, action ba
 		}
 		u := unstructured.Unstructured{Object: vmi}
 		err := b.dyn.Resource(gvrVMI).Namespace(ref.Namespace).Delete(ctx, ref.Name, metav1.DeleteOptions{
-			Preconditions: &metav1.Preconditions{UID: ptr(u.GetUID())},
+			Preconditions: &metav1.Preconditions{UID: ptr.To(u.GetUID())},
 		})
 		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 			// Gone, or already replaced: the VM restarted meanwhile.

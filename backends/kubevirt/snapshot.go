@@ -8,6 +8,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
 
 	"github.com/corral-dev/corral/backends"
 )
@@ -159,7 +160,7 @@ func (b *Backend) DeleteSnapshot(ctx context.Context, ref backends.InstanceRef, 
 		return err
 	}
 	err = b.dyn.Resource(gvrSnapshot).Namespace(ref.Namespace).Delete(ctx, snap.GetName(), metav1.DeleteOptions{
-		Preconditions: &metav1.Preconditions{UID: ptr(snap.GetUID())},
+		Preconditions: &metav1.Preconditions{UID: ptr.To(snap.GetUID())},
 	})
 	return b.fail("delete", "snapshot "+name+" of VM "+ref.Namespace+"/"+ref.Name, err)
 }

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 
 	"github.com/corral-dev/corral/backends"
 )
@@ -110,7 +111,7 @@ func (b *Backend) Delete(ctx context.Context, ref backends.InstanceRef) error {
 	}
 	what := "VM " + ref.Namespace + "/" + ref.Name
 	if err := b.dyn.Resource(gvrVM).Namespace(ref.Namespace).Delete(ctx, ref.Name, metav1.DeleteOptions{
-		Preconditions: &metav1.Preconditions{UID: ptr(vm.GetUID())},
+		Preconditions: &metav1.Preconditions{UID: ptr.To(vm.GetUID())},
 	}); err != nil {
 		return b.fail("delete", what, err)
 	}
@@ -180,5 +181,3 @@ func (b *Backend) SetTag(ctx context.Context, ref backends.InstanceRef, tag stri
 	_, err = b.dyn.Resource(gvrVM).Namespace(ref.Namespace).Patch(ctx, ref.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: fieldManager})
 	return b.fail("tag", "VM "+ref.Namespace+"/"+ref.Name, err)
 }
-
-func ptr[T any](v T) *T { return &v }

@@ -12,6 +12,7 @@ import (
 	"libvirt.org/go/libvirtxml"
 
 	"github.com/corral-dev/corral/backends"
+	"github.com/corral-dev/corral/internal/qemuimg"
 )
 
 // Clone implements backends.Cloner. It defines a copy of a stopped
@@ -164,7 +165,7 @@ func (b *Backend) copyDisks(ctx context.Context, def *libvirtxml.Domain, target 
 		if d.Driver != nil && d.Driver.Type != "" {
 			srcFmt = d.Driver.Type
 		}
-		if err := qemuImg(ctx, "convert", "-q", "-f", srcFmt, "-O", "qcow2", d.Source.File.File, dst); err != nil {
+		if err := qemuimg.Tool("").Convert(ctx, d.Source.File.File, srcFmt, dst, "qcow2"); err != nil {
 			_ = removeDisk(dst)
 			for _, p := range copies {
 				_ = removeDisk(p)

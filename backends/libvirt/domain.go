@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"libvirt.org/go/libvirtxml"
 
 	"github.com/corral-dev/corral/backends"
+	"github.com/corral-dev/corral/internal/qemuimg"
 )
 
 // Defaults for a spec that leaves sizes out, the same as every backend's.
@@ -284,9 +284,8 @@ func (b *Backend) createDisk(ctx context.Context, name string, sizeMiB int64) (s
 	if err := os.MkdirAll(b.opts.DataDir, 0o750); err != nil {
 		return "", backends.Failed(fmt.Sprintf("could not prepare the data directory of context %s", b.opts.Context), err)
 	}
-	out, err := exec.CommandContext(ctx, "qemu-img", "create", "-q", "-f", "qcow2", path, fmt.Sprintf("%dM", sizeMiB)).CombinedOutput()
-	if err != nil {
-		return "", backends.Failed(fmt.Sprintf("could not create the disk of %s", name), fmt.Errorf("qemu-img: %w: %s", err, bytes.TrimSpace(out)))
+	if err := qemuimg.Tool("").Create(ctx, path, sizeMiB); err != nil {
+		return "", backends.Failed(fmt.Sprintf("could not create the disk of %s", name), err)
 	}
 	return path, nil
 }

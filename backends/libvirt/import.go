@@ -1,19 +1,17 @@
 package libvirt
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 
 	"libvirt.org/go/libvirt"
 	"libvirt.org/go/libvirtxml"
 
 	"github.com/corral-dev/corral/backends"
+	"github.com/corral-dev/corral/internal/qemuimg"
 )
 
 var (
@@ -62,12 +60,12 @@ func (b *Backend) Import(ctx context.Context, spec backends.Spec, diskPath, form
 	if err := os.MkdirAll(b.opts.DataDir, 0o750); err != nil {
 		return backends.Instance{}, backends.Failed(fmt.Sprintf("could not prepare the data directory of context %s", b.opts.Context), err)
 	}
-	if err := qemuImg(ctx, "convert", "-q", "-f", format, "-O", "qcow2", diskPath, disk); err != nil {
+	if err := qemuimg.Tool("").Convert(ctx, diskPath, format, disk, "qcow2"); err != nil {
 		_ = removeDisk(disk)
 		return backends.Instance{}, backends.Failed(fmt.Sprintf("could not copy the disk of %s", spec.Name), err)
 	}
 	if want := spec.DiskMiB << 20; want > virt {
-		if err := qemuImg(ctx, "resize", "-q", "-f", "qcow2", disk, fmt.Sprintf("%dM", spec.DiskMiB)); err != nil {
+		if err := qemuimg.Tool("").Resize(ctx, disk, "qcow2", spec.DiskMiB); err != nil {
 			_ = removeDisk(disk)
 			return backends.Instance{}, backends.Failed(fmt.Sprintf("could not grow the disk of %s", spec.Name), err)
 		}
@@ -130,7 +128,7 @@ func (b *Backend) DiskSource(ctx context.Context, ref backends.InstanceRef) (bac
 	if path == "" {
 		return backends.Disk{}, backends.Refuse(backends.KindLibvirt, "move of a domain without a file disk", "copy its storage with the hypervisor's own tools")
 	}
-	ii, err := imageInfo(ctx, path)
+	ii, err := qemuimg.Tool("").Info(ctx, path, true) // -U: the guest may run
 	if err != nil {
 		return backends.Disk{}, backends.Failed(fmt.Sprintf("could not read the disk of %s", ref.Name), err)
 	}
@@ -138,7 +136,7 @@ func (b *Backend) DiskSource(ctx context.Context, ref backends.InstanceRef) (bac
 	if def.OS != nil && (def.OS.Firmware == "efi" || def.OS.Loader != nil && def.OS.Loader.Type == "pflash") {
 		fw = backends.FirmwareUEFI
 	}
-	return backends.Disk{Path: path, Format: ii.Format, VirtualMiB: (ii.VirtualSize + 1<<20 - 1) >> 20, Firmware: fw,
+	return backends.Disk{Path: path, Format: ii.Format, VirtualMiB: qemuimg.ToMiB(ii.VirtualSize), Firmware: fw,
 		InUse: stateOf(st) != backends.StateStopped}, nil
 }
 
@@ -149,32 +147,14 @@ func (b *Backend) local() bool {
 	return err == nil && (u.Host == "" || u.Host == "localhost")
 }
 
-type imgInfo struct {
-	Format      string `json:"format"`
-	VirtualSize int64  `json:"virtual-size"`
-}
-
-// imageInfo reads an image's format and size with qemu-img info.
-func imageInfo(ctx context.Context, path string) (imgInfo, error) {
-	// -U: a running guest holds the image locked; only its format and
-	// size are read, which the guest does not change.
-	out, err := exec.CommandContext(ctx, "qemu-img", "info", "-U", "--output=json", path).Output()
-	if err != nil {
-		return imgInfo{}, fmt.Errorf("qemu-img info: %w", err)
-	}
-	var ii imgInfo
-	if err := json.Unmarshal(out, &ii); err != nil {
-		return imgInfo{}, fmt.Errorf("qemu-img info: %w", err)
-	}
-	return ii, nil
-}
-
 // imageSize returns the virtual size of path, which must be of format.
 func imageSize(ctx context.Context, path, format string) (int64, error) {
 	if st, err := os.Stat(path); err != nil || !st.Mode().IsRegular() {
 		return 0, fmt.Errorf("libvirt: %s is not a file", path)
 	}
-	ii, err := imageInfo(ctx, path)
+	// -U: a running guest holds the image locked; only its format and
+	// size are read, which the guest does not change.
+	ii, err := qemuimg.Tool("").Info(ctx, path, true)
 	if err != nil {
 		return 0, err
 	}
@@ -182,14 +162,4 @@ func imageSize(ctx context.Context, path, format string) (int64, error) {
 		return 0, fmt.Errorf("libvirt: %s is %s, not %s", path, ii.Format, format)
 	}
 	return ii.VirtualSize, nil
-}
-
-// qemuImg runs qemu-img; its stderr names host paths, so it is only ever
-// a cause.
-func qemuImg(ctx context.Context, args ...string) error {
-	out, err := exec.CommandContext(ctx, "qemu-img", args...).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("qemu-img %s: %w: %s", args[0], err, bytes.TrimSpace(out))
-	}
-	return nil
 }

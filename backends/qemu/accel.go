@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"strings"
 	"time"
+
+	"github.com/corral-dev/corral/internal/qemuimg"
 )
 
 // probeMarker is what the probe guest prints on its serial port once its
@@ -63,7 +65,7 @@ func (b *Backend) chooseAccel() (string, string) {
 // probeKVM boots the default guest under KVM with its serial port on stdout
 // and returns nil once it prints probeMarker.
 func (b *Backend) probeKVM(ctx context.Context) error {
-	path, err := binary(b.opts.QEMUPath)
+	path, err := qemuimg.Binary(b.opts.QEMUPath)
 	if err != nil {
 		return err
 	}

@@ -15,13 +15,14 @@ import (
 )
 
 // Consoles implements backends.ConsoleDialer: a live VM offers its VNC
-// display and its serial port, and RDP when something in the guest
-// answers an RDP Connection Request on its port 3389 (forwarded to the
-// loopback port of rdp.port), probed on every call because a guest's RDP
-// service starts and stops on its own; a stopped VM offers nothing until
-// it starts. A guest without RDP costs the probe's timeout
-// (backends.RDPProbeTimeout): qemu accepts on the forward before it knows
-// the guest does not.
+// display and its serial port, and RDP when its current boot forwards a
+// loopback port to the guest's 3389 (rdp.port); a stopped VM offers
+// nothing until it starts. Whether the guest's RDP service answers behind
+// the forward is not asked here: a probe costs up to
+// backends.RDPProbeTimeout for a guest without RDP (qemu accepts on the
+// forward before it knows the guest does not), and every VM page asks for
+// the list. The places where the answer matters probe (ProbeRDP): the RDP
+// token of the console page and the VDI connect answer.
 func (b *Backend) Consoles(ctx context.Context, ref backends.InstanceRef) ([]backends.ConsoleKind, error) {
 	v, err := b.lookup(ref)
 	if err != nil {
@@ -31,7 +32,7 @@ func (b *Backend) Consoles(ctx context.Context, ref backends.InstanceRef) ([]bac
 		return []backends.ConsoleKind{}, nil
 	}
 	kinds := []backends.ConsoleKind{backends.ConsoleVNC, backends.ConsoleSerial}
-	if b.ProbeRDP(ctx, ref) == nil {
+	if _, err := v.rdpAddr(); err == nil {
 		kinds = append(kinds, backends.ConsoleRDP)
 	}
 	return kinds, nil

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/corral-dev/corral/backends"
+	"github.com/corral-dev/corral/internal/qemuimg"
 )
 
 // maxSocketPath is the room sun_path leaves for a unix socket path (108
@@ -62,7 +63,7 @@ func (b *Backend) Create(ctx context.Context, spec backends.Spec) (backends.Inst
 	}
 	if spec.Image != "" {
 		cfg.DiskFormat = src.Format
-		cfg.DiskMiB = max(toMiB(src.VirtualSize), spec.DiskMiB)
+		cfg.DiskMiB = max(qemuimg.ToMiB(src.VirtualSize), spec.DiskMiB)
 	}
 	v, err := b.newFolder(spec.Name)
 	if err != nil {
@@ -77,13 +78,13 @@ func (b *Backend) Create(ctx context.Context, spec backends.Spec) (backends.Inst
 			}
 		}
 		if spec.Image == "" {
-			return b.createBlank(ctx, v.disk(), cfg.DiskMiB)
+			return b.img().Create(ctx, v.disk(), cfg.DiskMiB)
 		}
-		if err := b.convert(ctx, spec.Image, src.Format, v.disk(), src.Format); err != nil {
+		if err := b.img().Convert(ctx, spec.Image, src.Format, v.disk(), src.Format); err != nil {
 			return err
 		}
-		if cfg.DiskMiB > toMiB(src.VirtualSize) {
-			return b.resize(ctx, v.disk(), src.Format, cfg.DiskMiB)
+		if cfg.DiskMiB > qemuimg.ToMiB(src.VirtualSize) {
+			return b.img().Resize(ctx, v.disk(), src.Format, cfg.DiskMiB)
 		}
 		return nil
 	}); err != nil {
@@ -105,7 +106,7 @@ func (b *Backend) source(ctx context.Context, image string) (imageInfo, error) {
 	if err != nil || !st.Mode().IsRegular() {
 		return imageInfo{}, backends.Invalidf("image %s does not exist: give a path to a qcow2 or raw file", image)
 	}
-	ii, err := b.info(ctx, image, true)
+	ii, err := b.img().Info(ctx, image, true)
 	if err != nil {
 		return imageInfo{}, b.fail("read the image for", filepath.Base(image), err)
 	}
@@ -200,7 +201,7 @@ func (b *Backend) Clone(ctx context.Context, ref backends.InstanceRef, target st
 	dst.cfg.Created = b.opts.Now().UTC()
 	dst.cfg.Tags = slices.Clone(src.cfg.Tags)
 	if err := b.fill(ctx, dst, func() error {
-		return b.convert(ctx, src.disk(), src.cfg.DiskFormat, dst.disk(), dst.cfg.DiskFormat)
+		return b.img().Convert(ctx, src.disk(), src.cfg.DiskFormat, dst.disk(), dst.cfg.DiskFormat)
 	}); err != nil {
 		return backends.Instance{}, b.fail("clone", ref.Name, err)
 	}

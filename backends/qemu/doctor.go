@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/corral-dev/corral/backends"
+	"github.com/corral-dev/corral/internal/qemuimg"
 )
 
 // Doctor implements backends.Doctor. Messages name binaries and versions
@@ -37,7 +38,7 @@ func (b *Backend) Doctor(ctx context.Context) []backends.Check {
 // versionCheck runs bin with flag and reports its first line.
 func (b *Backend) versionCheck(ctx context.Context, name, bin, flag, debPkg string) backends.Check {
 	c := backends.Check{Name: name}
-	out, err := run(ctx, bin, flag)
+	out, err := qemuimg.Run(ctx, bin, flag)
 	if err != nil {
 		c.Message = filepath.Base(bin) + " is missing or does not run: install it (Debian: " + debPkg + ")"
 		return c

@@ -71,7 +71,7 @@ func (b *Backend) exportCopy(ctx context.Context, v *vm, format string) (string,
 	if format == "raw.gz" {
 		out = "raw"
 	}
-	if err := b.convert(ctx, v.disk(), v.cfg.DiskFormat, tmp, out); err != nil {
+	if err := b.img().Convert(ctx, v.disk(), v.cfg.DiskFormat, tmp, out); err != nil {
 		_ = os.Remove(tmp)
 		return "", b.fail("export", v.cfg.Name, err)
 	}

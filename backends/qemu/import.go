@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/corral-dev/corral/backends"
+	"github.com/corral-dev/corral/internal/qemuimg"
 )
 
 var (
@@ -44,7 +45,7 @@ func (b *Backend) Import(ctx context.Context, spec backends.Spec, diskPath, form
 		Name:       spec.Name,
 		CPUs:       cmp.Or(spec.CPUs, defaultCPUs),
 		MemoryMiB:  cmp.Or(spec.MemoryMiB, defaultMemoryMiB),
-		DiskMiB:    max(toMiB(src.VirtualSize), spec.DiskMiB),
+		DiskMiB:    max(qemuimg.ToMiB(src.VirtualSize), spec.DiskMiB),
 		DiskFormat: "qcow2",
 		Kernel:     b.opts.Kernel,
 		Initrd:     b.opts.Initrd,
@@ -58,11 +59,11 @@ func (b *Backend) Import(ctx context.Context, spec backends.Spec, diskPath, form
 	}
 	v.cfg = cfg
 	if err := b.fill(ctx, v, func() error {
-		if err := b.convert(ctx, diskPath, format, v.disk(), "qcow2"); err != nil {
+		if err := b.img().Convert(ctx, diskPath, format, v.disk(), "qcow2"); err != nil {
 			return err
 		}
-		if cfg.DiskMiB > toMiB(src.VirtualSize) {
-			return b.resize(ctx, v.disk(), "qcow2", cfg.DiskMiB)
+		if cfg.DiskMiB > qemuimg.ToMiB(src.VirtualSize) {
+			return b.img().Resize(ctx, v.disk(), "qcow2", cfg.DiskMiB)
 		}
 		return nil
 	}); err != nil {
@@ -90,12 +91,12 @@ func (b *Backend) DiskSource(ctx context.Context, ref backends.InstanceRef) (bac
 	}
 	// -U reads the image a running qemu holds locked: only the size and
 	// format are read, which a running guest does not change.
-	ii, err := b.info(ctx, v.disk(), alive)
+	ii, err := b.img().Info(ctx, v.disk(), alive)
 	if err != nil {
 		return backends.Disk{}, b.fail("read the disk of", ref.Name, err)
 	}
 	if ii.Format != v.cfg.DiskFormat {
 		return backends.Disk{}, b.fail("read the disk of", ref.Name, fmt.Errorf("qemu: %s is %s, config says %s", v.disk(), ii.Format, v.cfg.DiskFormat))
 	}
-	return backends.Disk{Path: v.disk(), Format: ii.Format, VirtualMiB: toMiB(ii.VirtualSize), Firmware: backends.FirmwareBIOS, InUse: alive}, nil
+	return backends.Disk{Path: v.disk(), Format: ii.Format, VirtualMiB: qemuimg.ToMiB(ii.VirtualSize), Firmware: backends.FirmwareBIOS, InUse: alive}, nil
 }

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/corral-dev/corral/internal/qemuimg"
 )
 
 // args is the qemu command line of v. Every VM gets the same devices, so a
@@ -74,7 +76,7 @@ func optPath(p string) string { return strings.ReplaceAll(p, ",", ",,") }
 // the background, so a launch error (a locked disk, a bad flag) comes back
 // here while the VM, once started, belongs to no process of Corral's.
 func (b *Backend) launch(ctx context.Context, v *vm) error {
-	path, err := binary(b.opts.QEMUPath)
+	path, err := qemuimg.Binary(b.opts.QEMUPath)
 	if err != nil {
 		return err
 	}

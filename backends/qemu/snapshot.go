@@ -26,7 +26,7 @@ func (b *Backend) Snapshots(ctx context.Context, ref backends.InstanceRef) ([]ba
 	if v.cfg.DiskFormat != "qcow2" {
 		return []backends.Snapshot{}, nil // a raw disk holds no snapshots
 	}
-	ii, err := b.info(ctx, v.disk(), true)
+	ii, err := b.img().Info(ctx, v.disk(), true)
 	if err != nil {
 		return nil, b.fail("list the snapshots of", ref.Name, err)
 	}
@@ -102,7 +102,7 @@ func (b *Backend) CreateSnapshot(ctx context.Context, ref backends.InstanceRef, 
 	} else if ok {
 		return backends.Snapshot{}, backends.Conflictf("%s already has a snapshot named %s", ref.Name, name)
 	}
-	if _, err := b.img(ctx, "snapshot", "-q", "-c", name, v.disk()); err != nil {
+	if _, err := b.img().Run(ctx, "snapshot", "-q", "-c", name, v.disk()); err != nil {
 		return backends.Snapshot{}, b.fail("snapshot", ref.Name, err)
 	}
 	s, ok, err := b.findSnapshot(ctx, v, name)
@@ -137,7 +137,7 @@ func (b *Backend) snapshotOp(ctx context.Context, ref backends.InstanceRef, name
 	} else if !ok {
 		return backends.NotFoundf("%s has no snapshot named %s", ref.Name, name)
 	}
-	if _, err := b.img(ctx, "snapshot", "-q", flag, name, v.disk()); err != nil {
+	if _, err := b.img().Run(ctx, "snapshot", "-q", flag, name, v.disk()); err != nil {
 		return b.fail(op+" of", ref.Name, err)
 	}
 	return nil

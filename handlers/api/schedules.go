@@ -41,8 +41,8 @@ type scheduleJSON struct {
 }
 
 func toScheduleJSON(s schedule.Schedule) scheduleJSON {
-	loc, err := schedule.LoadZone(s.TZ)
-	if err != nil {
+	loc := s.Loc // the service's cached zone
+	if loc == nil {
 		loc = time.UTC
 	}
 	ts := func(t time.Time) string {

@@ -27,7 +27,7 @@ import (
 
 // scheduleServer is the REST API with schedules over a simulated lab, an
 // admin allowlist of alice and identities from a trusted proxy header.
-func scheduleServer(t *testing.T) (http.Handler, *store.Store) {
+func scheduleServer(t testing.TB) (http.Handler, *store.Store) {
 	t.Helper()
 	ctx := context.Background()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -54,7 +54,7 @@ func scheduleServer(t *testing.T) (http.Handler, *store.Store) {
 	return r, st
 }
 
-func callAs(t *testing.T, h http.Handler, login, method, path, body string, out any) int {
+func callAs(t testing.TB, h http.Handler, login, method, path, body string, out any) int {
 	t.Helper()
 	req := httptest.NewRequest(method, path, strings.NewReader(body))
 	req.RemoteAddr = "192.0.2.1:1"

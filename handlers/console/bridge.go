@@ -2,7 +2,6 @@ package console
 
 import (
 	"context"
-	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -25,8 +24,6 @@ const (
 	// to the backend, not buffered, so the limit only stops abuse; a large
 	// paste into a terminal still fits.
 	readLimit = 4 << 20
-	// dialTimeout bounds opening the backend's console connection.
-	dialTimeout = 10 * time.Second
 	// pingEvery and pingTimeout keep idle consoles open through proxies
 	// and notice a browser that vanished without closing.
 	pingEvery   = 25 * time.Second
@@ -71,22 +68,9 @@ func checkOrigin(r *http.Request) error {
 	return nil
 }
 
-// dial opens t's console of kind. ctx bounds the connection's life (some
-// backends tie the stream to it), so the dial's own deadline is a timer
-// that cancels ctx only while the dial is in progress.
+// dial opens t's console of kind (backends.DialConsole).
 func dial(ctx context.Context, t target, kind backends.ConsoleKind) (net.Conn, context.CancelFunc, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	timer := time.AfterFunc(dialTimeout, cancel)
-	c, err := t.dialer.DialConsole(ctx, t.ref, kind)
-	if !timer.Stop() && err == nil {
-		c.Close()
-		err = backends.Unavailable(t.ref.ContextKey(), errors.New("console dial timed out"))
-	}
-	if err != nil {
-		cancel()
-		return nil, nil, err
-	}
-	return c, cancel, nil
+	return backends.DialConsole(ctx, t.dialer, t.ref, kind)
 }
 
 // end says why one side of a bridge stopped and how to close the socket.
@@ -210,8 +194,17 @@ func (s *server) vnc(w http.ResponseWriter, r *http.Request) error {
 	c.SetReadLimit(readLimit)
 	defer s.opened(t.ref)()
 	s.Log.Debug("console: vnc viewer connected", "ref", t.ref.String())
+	e := pump(r.Context(), c, conn)
+	s.Log.Debug("console: vnc viewer disconnected", "ref", t.ref.String(), "reason", e.reason, "err", e.err)
+	return nil
+}
 
-	ctx, stop := context.WithCancel(r.Context())
+// pump copies bytes both ways between the browser's socket c and the
+// console connection conn, with keepalives, until either side ends; it
+// closes both and returns how it ended. The VNC bridge and the RDP proxy
+// (after its handshake) both run it.
+func pump(ctx context.Context, c *websocket.Conn, conn net.Conn) end {
+	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	done := make(chan end, 3)
 	go func() { done <- fromBrowser(ctx, c, func(p []byte) error { _, err := conn.Write(p); return err }) }()
@@ -224,6 +217,5 @@ func (s *server) vnc(w http.ResponseWriter, r *http.Request) error {
 	// reason would be lost.
 	e.close(c)
 	stop()
-	s.Log.Debug("console: vnc viewer disconnected", "ref", t.ref.String(), "reason", e.reason, "err", e.err)
-	return nil
+	return e
 }

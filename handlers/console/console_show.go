@@ -48,7 +48,7 @@ func (s *server) consoleShow(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	cctx, cancel := s.Fleet.CallContext(r.Context())
-	offered, err := t.dialer.Consoles(cctx, in.Ref)
+	offered, err := backends.ConsolesOf(cctx, t.dialer, in)
 	cancel()
 	if err != nil {
 		return err

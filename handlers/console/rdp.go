@@ -21,7 +21,7 @@ import (
 
 // handshakeTimeout bounds each phase of an RDP connection before the
 // stream flows: the client's request, and the server's Connection Confirm
-// with the TLS handshake. The dial has dialTimeout.
+// with the TLS handshake. The dial has backends.ConsoleDialTimeout.
 const handshakeTimeout = 10 * time.Second
 
 // rdp is GET /ws/rdp/{ref}: the RDCleanPath proxy of IronRDP's web client.
@@ -95,17 +95,7 @@ func (s *server) proxyRDP(ctx context.Context, c *websocket.Conn, t target, acto
 	c.SetReadLimit(readLimit)
 	defer s.opened(t.ref)()
 	log.Debug("console: rdp viewer connected")
-
-	ctx, stop := context.WithCancel(ctx)
-	defer stop()
-	done := make(chan end, 3)
-	go func() { done <- fromBrowser(ctx, c, func(p []byte) error { _, err := conn.Write(p); return err }) }()
-	go func() { done <- toBrowser(ctx, c, conn) }()
-	go keepalive(ctx, c, done)
-	e := <-done
-	conn.Close()
-	e.close(c) // before stop: see vnc
-	stop()
+	e := pump(ctx, c, conn)
 	log.Debug("console: rdp viewer disconnected", "reason", e.reason, "err", e.err)
 }
 

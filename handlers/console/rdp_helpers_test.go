@@ -1,6 +1,7 @@
 package console_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -95,7 +96,39 @@ type fakeRDP struct {
 	confirm []byte
 	tls     bool
 	mu      sync.Mutex
-	got     [][]byte // the Connection Requests received
+	got     [][]byte // the Connection Requests received from clients
+	probes  int      // the RDP probes received (backends.ProbeRDP)
+}
+
+// isProbe reports whether a Connection Request is backends.ProbeRDP's
+// (no cookie, 19 bytes) rather than a client's (IronRDP sends a cookie).
+func isProbe(cr []byte) bool {
+	return len(cr) == 19 && !bytes.Contains(cr, []byte("Cookie:"))
+}
+
+// answerProbe reads a Connection Request from c and, when it is
+// backends.ProbeRDP's, answers it as an RDP server would; it reports
+// whether it did (the caller closes c then).
+func answerProbe(c net.Conn) bool {
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	hdr := make([]byte, 4)
+	if _, err := io.ReadFull(c, hdr); err != nil {
+		return false
+	}
+	cr := make([]byte, binary.BigEndian.Uint16(hdr[2:]))
+	copy(cr, hdr)
+	if _, err := io.ReadFull(c, cr[4:]); err != nil || !isProbe(cr) {
+		return false
+	}
+	_, _ = c.Write(connectionConfirm(1, false))
+	return true
+}
+
+// probeCount returns how many RDP probes reached the server.
+func (f *fakeRDP) probeCount() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.probes
 }
 
 func newFakeRDP(t testing.TB, confirm []byte, withTLS bool) *fakeRDP {
@@ -131,7 +164,11 @@ func (f *fakeRDP) serve(c net.Conn) {
 		return
 	}
 	f.mu.Lock()
-	f.got = append(f.got, cr)
+	if isProbe(cr) {
+		f.probes++
+	} else {
+		f.got = append(f.got, cr)
+	}
 	f.mu.Unlock()
 	if _, err := c.Write(f.confirm); err != nil || !f.tls {
 		return

@@ -155,74 +155,80 @@ func TestRDPTokenRefusals(t *testing.T) {
 func TestRDPProxyServerAnswers(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		addr func(t *testing.T) string
+		// addr starts the server; what it returns beside the address
+		// runs once the token is issued (nil: nothing).
+		addr func(t *testing.T) (string, func())
 		want cleanPath
 	}{
-		{"standard RDP security is refused", func(t *testing.T) string {
-			return newFakeRDP(t, connectionConfirm(0, false), false).addr
+		{"standard RDP security is refused", func(t *testing.T) (string, func()) {
+			return newFakeRDP(t, connectionConfirm(0, false), false).addr, nil
 		}, cleanPath{Error: cleanPathErr{Code: 1, HTTP: http.StatusBadGateway}}},
-		{"negotiation failure is passed on", func(t *testing.T) string {
-			return newFakeRDP(t, connectionConfirm(5, true), false).addr
+		{"negotiation failure is passed on", func(t *testing.T) (string, func()) {
+			return newFakeRDP(t, connectionConfirm(5, true), false).addr, nil
 		}, cleanPath{Error: cleanPathErr{Code: 2}, X224: connectionConfirm(5, true)}},
-		{"nothing listens", func(t *testing.T) string {
-			l, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			addr := l.Addr().String()
-			l.Close()
-			return addr
+		{"nothing listens", func(t *testing.T) (string, func()) {
+			// RDP answered when the token was issued (its probe) and
+			// stopped before the client connected.
+			return serveRDP(t, func(c net.Conn) { c.Close() })
 		}, cleanPath{Error: cleanPathErr{Code: 1, WSA: 10061}}},
-		{"the server hangs up", func(t *testing.T) string {
-			l, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { l.Close() })
-			go func() {
-				for {
-					c, err := l.Accept()
-					if err != nil {
-						return
-					}
-					c.Close()
-				}
-			}()
-			return l.Addr().String()
+		{"the server hangs up", func(t *testing.T) (string, func()) {
+			addr, _ := serveRDP(t, func(c net.Conn) { c.Close() })
+			return addr, nil
 		}, cleanPath{Error: cleanPathErr{Code: 1, WSA: 10054}}},
-		{"TLS alert", func(t *testing.T) string {
+		{"TLS alert", func(t *testing.T) (string, func()) {
 			// A server that selects SSL, then answers the ClientHello with
 			// a fatal handshake_failure alert (40).
-			l, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { l.Close() })
-			go func() {
-				c, err := l.Accept()
-				if err != nil {
-					return
-				}
+			addr, _ := serveRDP(t, func(c net.Conn) {
 				defer c.Close()
 				buf := make([]byte, 4096)
-				_, _ = c.Read(buf) // the Connection Request
 				_, _ = c.Write(connectionConfirm(1, false))
 				_, _ = c.Read(buf) // the ClientHello
 				_, _ = c.Write([]byte{0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 40})
 				time.Sleep(time.Second)
-			}()
-			return l.Addr().String()
+			})
+			return addr, nil
 		}, cleanPath{Error: cleanPathErr{Code: 1, TLSAlert: 40}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			g := newRDPRig(t, tc.addr(t), nil)
+			addr, afterToken := tc.addr(t)
+			g := newRDPRig(t, addr, nil)
 			tok := g.mustToken(t, refDesk, "")
+			if afterToken != nil {
+				afterToken()
+			}
 			resp := exchange(t, g.open(t, refDesk, ""), cleanPath{Destination: "desk:3389", ProxyAuth: tok.Token, X224: connectionRequest()})
 			if resp.Error != tc.want.Error || !bytes.Equal(resp.X224, tc.want.X224) || len(resp.CertChain) != 0 {
 				t.Fatalf("answer = %+v, want %+v", resp, tc.want)
 			}
 		})
 	}
+}
+
+// serveRDP starts a server that answers RDP probes (the token's) as an
+// RDP server does and hands every client's connection, its Connection
+// Request read, to client; stop closes the listener.
+func serveRDP(t *testing.T, client func(net.Conn)) (addr string, stop func()) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			if answerProbe(c) {
+				c.Close()
+				continue
+			}
+			_ = c.SetDeadline(time.Time{})
+			go client(c)
+		}
+	}()
+	return l.Addr().String(), func() { l.Close() }
 }
 
 // TestRDPProxyBadRequests: malformed requests are answered with a 400
@@ -379,5 +385,72 @@ func TestRDPConsolePage(t *testing.T) {
 	}
 	if res, _ := get(t, g.srv.URL+"/console/"+refDesk+"?kind=vnc", nil); res.StatusCode != http.StatusBadRequest {
 		t.Errorf("vnc console of an RDP-only instance: %d, want 400", res.StatusCode)
+	}
+}
+
+// TestRDPTokenProbe: the token is where RDP is asked whether it answers
+// (the console list does not dial): a server that answers gets one probe
+// and the token; one that does not gets a 503 that says so and what to do
+// instead, within the probe's bound rather than the proxy's handshake.
+func TestRDPTokenProbe(t *testing.T) {
+	t.Run("answers", func(t *testing.T) {
+		srv := newFakeRDP(t, connectionConfirm(1, false), true)
+		g := newRDPRig(t, srv.addr, nil)
+		g.mustToken(t, refDesk, "")
+		if n := srv.probeCount(); n != 1 {
+			t.Fatalf("the server saw %d probes for one token, want 1", n)
+		}
+		if n := len(srv.requests()); n != 0 {
+			t.Fatalf("the server saw %d client connections before any client connected", n)
+		}
+	})
+	silent := func(t *testing.T) string {
+		// Accepts and never answers: qemu's forward to a guest port where
+		// nothing listens.
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		go func() {
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				t.Cleanup(func() { c.Close() })
+			}
+		}()
+		return l.Addr().String()
+	}
+	closed := func(t *testing.T) string {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := l.Addr().String()
+		l.Close()
+		return addr
+	}
+	for _, tc := range []struct {
+		name   string
+		addr   func(t *testing.T) string
+		reason string
+	}{
+		{"nothing listens", closed, "TCP 3389 did not answer"},
+		{"no answer", silent, "no answer in time"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := newRDPRig(t, tc.addr(t), nil)
+			status, _, body := g.token(t, refDesk, "", nil)
+			if status != http.StatusServiceUnavailable {
+				t.Fatalf("token: %d %s, want 503", status, body)
+			}
+			for _, want := range []string{"desk's RDP console does not answer", tc.reason, "open its VNC or serial console"} {
+				if !strings.Contains(body, want) {
+					t.Errorf("refusal %s does not say %q", body, want)
+				}
+			}
+		})
 	}
 }

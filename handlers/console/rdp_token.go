@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"slices"
 	"sync"
@@ -110,6 +111,21 @@ func (s *server) rdpToken(w http.ResponseWriter, r *http.Request) error {
 	if !slices.Contains(offered, backends.ConsoleRDP) {
 		return backends.Conflictf("%s offers no RDP console now: start it, or start the RDP service in its guest", t.ref.Name)
 	}
+	// A backend that lists RDP from its configuration alone (qemu's port
+	// forward) is asked here whether the guest answers, where the answer
+	// matters: the page then explains at once, instead of a connection
+	// that waits on a forward nobody serves.
+	if p, ok := t.dialer.(backends.RDPProber); ok {
+		cctx, cancel := s.Fleet.CallContext(r.Context())
+		err := p.ProbeRDP(cctx, t.ref)
+		cancel()
+		if err != nil && !errors.Is(err, backends.ErrUnavailable) {
+			return err // stopped meanwhile, gone, refused: its own words
+		}
+		if err != nil {
+			return &backends.Error{Kind: backends.ErrUnavailable, Msg: t.ref.Name + "'s RDP console does not answer (" + reasonOf(err) + "): start the RDP service in its guest, or open its VNC or serial console", Err: err}
+		}
+	}
 	label := rdpLabel(t.ref)
 	tok, err := s.tokens.issue(rdpGrant{ref: t.ref, actor: middleware.IdentityFrom(r.Context()).Actor(), label: label})
 	if err != nil {
@@ -125,3 +141,12 @@ func (s *server) rdpToken(w http.ResponseWriter, r *http.Request) error {
 // is dialed through the backend); IronRDP uses its host part as the
 // server's name.
 func rdpLabel(ref backends.InstanceRef) string { return ref.Name + ":3389" }
+
+// reasonOf is a probe's error as the reason the token is refused (safe
+// to show).
+func reasonOf(err error) string {
+	if m := backends.SafeMessage(err); m != "" {
+		return m
+	}
+	return "it did not answer"
+}

@@ -113,9 +113,15 @@ func (o oneCT) Get(_ context.Context, d vdi.DesktopID) (vdi.Claim, error) {
 	}
 	return o.claim, nil
 }
-func (o oneCT) Member(context.Context, vdi.Claim) (string, string, bool) { return o.ref, "Ready", true }
-func (o oneCT) Start(context.Context, vdi.Claim) error                   { return nil }
-func (o oneCT) Release(context.Context, vdi.Claim) error                 { return nil }
+func (o oneCT) Members(_ context.Context, cs []vdi.Claim) []vdi.MemberView {
+	out := make([]vdi.MemberView, len(cs))
+	for i := range cs {
+		out[i] = vdi.MemberView{Ref: o.ref, Phase: "Ready", Running: true}
+	}
+	return out
+}
+func (o oneCT) Start(context.Context, vdi.Claim) error   { return nil }
+func (o oneCT) Release(context.Context, vdi.Claim) error { return nil }
 func (o oneCT) Update(_ context.Context, c vdi.Claim) (vdi.Claim, error) {
 	return c, nil
 }

@@ -37,8 +37,8 @@ func (s *server) renderSchedules(w http.ResponseWriter, r *http.Request, status 
 }
 
 func scheduleRow(sc schedule.Schedule) views.ScheduleRow {
-	loc, err := schedule.LoadZone(sc.TZ)
-	if err != nil {
+	loc := sc.Loc // the service's cached zone
+	if loc == nil {
 		loc = time.UTC
 	}
 	when := func(t time.Time) string {

@@ -155,7 +155,7 @@ func (s *server) hasConsoles(ctx context.Context, in backends.Instance) bool {
 	}
 	cctx, cancel := s.Fleet.CallContext(ctx)
 	defer cancel()
-	kinds, err := d.Consoles(cctx, in.Ref)
+	kinds, err := backends.ConsolesOf(cctx, d, in)
 	return err == nil && len(kinds) > 0
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/corral-dev/corral/app/vdi"
 	"github.com/corral-dev/corral/app/vdi/ctpool"
 )
 
@@ -69,4 +70,44 @@ func BenchmarkClaimRelease(b *testing.B) {
 			b.Fatalf("%+v %v", r, err)
 		}
 	}
+}
+
+// BenchmarkSeamMembers: the members of 20 claimed desktops as the admin
+// desktops page shows them, through the broker's seam, against the real
+// API server: in one call (two lists), and one claim at a time (its PVC
+// and pod: what each row cost, beside a read of its pool's ConfigMap,
+// before the list).
+func BenchmarkSeamMembers(b *testing.B) {
+	e := newEnv(b)
+	if _, err := e.m.Apply(e.ctx, "desk", ctpool.Spec{Image: "img:1", Size: 20}); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := e.m.Reconcile(e.ctx, "desk"); err != nil {
+		b.Fatal(err)
+	}
+	seam := &ctpool.Seam{Clusters: func() []ctpool.Cluster { return []ctpool.Cluster{{Context: "test", Kube: e.kube}} }}
+	var claims []vdi.Claim
+	for i := range 20 {
+		c, _, err := seam.Claim(e.ctx, vdi.PoolID{Kind: "ct", Namespace: e.ns, Pool: "desk"}, fmt.Sprintf("user%d@example.com", i))
+		if err != nil {
+			b.Fatal(err)
+		}
+		claims = append(claims, c)
+	}
+	b.Run("list", func(b *testing.B) {
+		for b.Loop() {
+			if vs := seam.Members(e.ctx, claims); len(vs) != 20 || vs[19].Ref == "" {
+				b.Fatalf("%+v", vs)
+			}
+		}
+	})
+	b.Run("per-claim", func(b *testing.B) {
+		for b.Loop() {
+			for _, c := range claims {
+				if vs := seam.Members(e.ctx, []vdi.Claim{c}); vs[0].Ref == "" {
+					b.Fatalf("%+v", vs)
+				}
+			}
+		}
+	})
 }

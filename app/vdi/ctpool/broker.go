@@ -36,17 +36,18 @@ func (s *Seam) manager(c Cluster, ns string) *Manager {
 	return New(c.Kube, Options{Context: c.Context, Namespace: ns, Log: s.Log, Now: s.Now})
 }
 
-// find returns the manager of the namespace that holds pool.
-func (s *Seam) find(ctx context.Context, ns, pool string) (*Manager, Cluster, error) {
+// find returns the manager of the namespace that holds pool and the
+// pool's definition: the one read of its ConfigMap an operation needs.
+func (s *Seam) find(ctx context.Context, ns, pool string) (*Manager, Definition, error) {
 	for _, c := range s.Clusters() {
 		m := s.manager(c, ns)
-		if _, err := m.Get(ctx, pool); err == nil {
-			return m, c, nil
+		if d, err := m.Get(ctx, pool); err == nil {
+			return m, d, nil
 		} else if !errors.Is(err, backends.ErrNotFound) {
-			return nil, c, err
+			return nil, Definition{}, err
 		}
 	}
-	return nil, Cluster{}, backends.NotFoundf("CT pool %s/%s does not exist", ns, pool)
+	return nil, Definition{}, backends.NotFoundf("CT pool %s/%s does not exist", ns, pool)
 }
 
 // Summaries implements vdi.CTPools.
@@ -77,11 +78,14 @@ func (s *Seam) Summaries(ctx context.Context) ([]vdi.PoolSummary, error) {
 
 // Claim implements vdi.CTPools.
 func (s *Seam) Claim(ctx context.Context, pool vdi.PoolID, holder string) (vdi.Claim, error, error) {
-	m, _, err := s.find(ctx, pool.Namespace, pool.Pool)
+	if vdi.Reserved(holder) {
+		return vdi.Claim{}, nil, backends.Invalidf("%q cannot claim a desktop: it is empty or a reserved identity (corral-vdi/...)", holder)
+	}
+	m, d, err := s.find(ctx, pool.Namespace, pool.Pool)
 	if err != nil {
 		return vdi.Claim{}, nil, err
 	}
-	c, err := m.Claim(ctx, pool.Pool, holder)
+	c, err := m.claimIn(ctx, d, holder)
 	return c.Claim, c.StartError, err
 }
 
@@ -110,37 +114,87 @@ func (s *Seam) Get(ctx context.Context, d vdi.DesktopID) (vdi.Claim, error) {
 	return vdi.Claim{}, vdi.ErrNoClaim
 }
 
-// Member implements vdi.CTPools.
-func (s *Seam) Member(ctx context.Context, c vdi.Claim) (string, string, bool) {
-	m, cl, err := s.find(ctx, c.Desktop.Namespace, c.Pool)
-	if err != nil {
-		return "", "Unknown", false
+// Members implements vdi.CTPools. One claim (a desktop's answer) costs
+// its member's PVC and pod; more (a list) cost the lists of the members'
+// PVCs and pods of each namespace they are in. Neither reads the pools'
+// ConfigMaps: the member's objects say which cluster holds it.
+func (s *Seam) Members(ctx context.Context, cs []vdi.Claim) []vdi.MemberView {
+	clusters := s.Clusters()
+	if len(cs) == 1 {
+		return []vdi.MemberView{s.memberView(ctx, clusters, cs[0])}
 	}
+	out := make([]vdi.MemberView, len(cs))
+	for i := range out {
+		out[i] = vdi.MemberView{Phase: "Unknown"}
+	}
+	byNS := map[string][]int{}
+	for i, c := range cs {
+		byNS[c.Desktop.Namespace] = append(byNS[c.Desktop.Namespace], i)
+	}
+	found := make([]bool, len(cs))
+	for ns, idx := range byNS {
+		for _, cl := range clusters {
+			objs, err := s.manager(cl, ns).memberObjects(ctx)
+			if err != nil {
+				continue
+			}
+			for _, i := range idx {
+				o, ok := objs[cs[i].Desktop.Member]
+				if found[i] || !ok || !o.inPool(cs[i].Pool) {
+					continue
+				}
+				found[i] = true
+				out[i] = view(cl, cs[i], o)
+			}
+		}
+	}
+	// A member none of the clusters has is Missing where it must be when
+	// there is one cluster; with several, where is unknown.
+	for i := range cs {
+		if !found[i] && len(clusters) == 1 {
+			out[i] = view(clusters[0], cs[i], observed{})
+		}
+	}
+	return out
+}
+
+// memberView reads the member of c in each cluster until one has it.
+func (s *Seam) memberView(ctx context.Context, clusters []Cluster, c vdi.Claim) vdi.MemberView {
+	for _, cl := range clusters {
+		o, err := s.manager(cl, c.Desktop.Namespace).member(ctx, c.Pool, c.Desktop.Member)
+		if err != nil {
+			return vdi.MemberView{Phase: "Unknown"}
+		}
+		if o.pvc != nil || o.pod != nil || len(clusters) == 1 {
+			return view(cl, c, o)
+		}
+	}
+	return vdi.MemberView{Phase: "Unknown"}
+}
+
+// view is what the broker shows of c's member, o, in cluster cl.
+func view(cl Cluster, c vdi.Claim, o observed) vdi.MemberView {
 	ref := backends.InstanceRef{Backend: backends.KindKubeVirt, Context: cl.Context, Namespace: c.Desktop.Namespace, Name: c.Desktop.Member}.String()
-	o, err := m.member(ctx, c.Pool, c.Desktop.Member)
-	if err != nil {
-		return ref, "Unknown", false
-	}
 	st, _ := memberState(o)
-	return ref, string(st), st == Ready
+	return vdi.MemberView{Ref: ref, Phase: string(st), Running: st == Ready}
 }
 
 // Start implements vdi.CTPools.
 func (s *Seam) Start(ctx context.Context, c vdi.Claim) error {
-	m, _, err := s.find(ctx, c.Desktop.Namespace, c.Pool)
+	m, d, err := s.find(ctx, c.Desktop.Namespace, c.Pool)
 	if err != nil {
 		return err
 	}
-	return m.StartMember(ctx, c.Pool, c.Desktop.Member)
+	return m.startIn(ctx, d, c.Desktop.Member)
 }
 
 // Release implements vdi.CTPools.
 func (s *Seam) Release(ctx context.Context, c vdi.Claim) error {
-	m, _, err := s.find(ctx, c.Desktop.Namespace, c.Pool)
+	m, d, err := s.find(ctx, c.Desktop.Namespace, c.Pool)
 	if err != nil {
 		return err
 	}
-	r, err := m.Release(ctx, c.Pool, c.Desktop.Member, c.Holder, false)
+	r, err := m.releaseIn(ctx, d, c.Desktop.Member, c.Holder, false)
 	if err == nil && !r.Held {
 		return backends.Conflictf("desktop %s was released already", c.Desktop)
 	}
@@ -149,7 +203,14 @@ func (s *Seam) Release(ctx context.Context, c vdi.Claim) error {
 
 // Update implements vdi.CTPools.
 func (s *Seam) Update(ctx context.Context, c vdi.Claim) (vdi.Claim, error) {
-	for _, cl := range s.Clusters() {
+	clusters := s.Clusters()
+	if len(clusters) == 1 {
+		// The Lease can only be there: the update's resourceVersion
+		// precondition is the whole check (a missing Lease is ErrChanged).
+		return vdi.NewLeaseClaims(clusters[0].Kube, clusters[0].Context).Update(ctx, c)
+	}
+	// With several clusters, the one holding the Lease is found first.
+	for _, cl := range clusters {
 		claims := vdi.NewLeaseClaims(cl.Kube, cl.Context)
 		if _, err := claims.Get(ctx, c.Desktop); errors.Is(err, vdi.ErrNoClaim) {
 			continue

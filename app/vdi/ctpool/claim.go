@@ -41,6 +41,15 @@ func (m *Manager) Claim(ctx context.Context, pool, who string) (Claimed, error) 
 	if err != nil {
 		return Claimed{}, err
 	}
+	return m.claimIn(ctx, d, who)
+}
+
+// claimIn is Claim in the pool d, already read.
+func (m *Manager) claimIn(ctx context.Context, d Definition, who string) (Claimed, error) {
+	pool := d.Name
+	if vdi.Reserved(who) {
+		return Claimed{}, backends.Invalidf("%q cannot claim a desktop: it is empty or a reserved identity (corral-vdi/...)", who)
+	}
 	if err := d.Spec.Validate(pool); err != nil {
 		return Claimed{}, err
 	}
@@ -127,6 +136,12 @@ func (m *Manager) Release(ctx context.Context, pool, member, who string, force b
 	if err != nil {
 		return Released{}, err
 	}
+	return m.releaseIn(ctx, d, member, who, force)
+}
+
+// releaseIn is Release in the pool d, already read.
+func (m *Manager) releaseIn(ctx context.Context, d Definition, member, who string, force bool) (Released, error) {
+	pool := d.Name
 	if err := d.Spec.Validate(pool); err != nil {
 		return Released{}, err
 	}
@@ -226,6 +241,12 @@ func (m *Manager) StartMember(ctx context.Context, pool, member string) error {
 	if err != nil {
 		return err
 	}
+	return m.startIn(ctx, d, member)
+}
+
+// startIn is StartMember in the pool d, already read.
+func (m *Manager) startIn(ctx context.Context, d Definition, member string) error {
+	pool := d.Name
 	if err := d.Spec.Validate(pool); err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/corral-dev/corral/backends"
 	"github.com/corral-dev/corral/backends/kubevirt"
@@ -82,7 +83,7 @@ func (m *Manager) start(ctx context.Context, pool, member string, spec Spec, o o
 
 func (m *Manager) deletePod(ctx context.Context, pod *corev1.Pod) error {
 	err := m.kube.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
-		GracePeriodSeconds: ptr(int64(0)), Preconditions: &metav1.Preconditions{UID: &pod.UID}})
+		GracePeriodSeconds: ptr.To(int64(0)), Preconditions: &metav1.Preconditions{UID: &pod.UID}})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return m.fail("delete the pod of member "+pod.Name, err)
 	}
@@ -111,7 +112,7 @@ func (m *Manager) destroy(ctx context.Context, member string) error {
 	del("pod", member, core.Pods(ns).Delete, func(ctx context.Context) error {
 		_, err := core.Pods(ns).Get(ctx, member, metav1.GetOptions{})
 		return err
-	}, metav1.DeleteOptions{GracePeriodSeconds: ptr(int64(0))})
+	}, metav1.DeleteOptions{GracePeriodSeconds: ptr.To(int64(0))})
 	del("Service", member, core.Services(ns).Delete, func(ctx context.Context) error {
 		_, err := core.Services(ns).Get(ctx, member, metav1.GetOptions{})
 		return err
@@ -143,5 +144,3 @@ func (m *Manager) waitGone(ctx context.Context, what string, get func(context.Co
 		}
 	}
 }
-
-func ptr[T any](v T) *T { return &v }

@@ -221,9 +221,14 @@ func (m *Manager) objects(ctx context.Context, pool string) (map[string]observed
 	if err != nil {
 		return nil, m.fail("list the pods of CT pool "+pool, err)
 	}
+	return byMember(pvcs.Items, pods.Items), nil
+}
+
+// byMember groups members' PVCs and pods by the member label.
+func byMember(pvcs []corev1.PersistentVolumeClaim, pods []corev1.Pod) map[string]observed {
 	out := map[string]observed{}
-	for i := range pvcs.Items {
-		p := &pvcs.Items[i]
+	for i := range pvcs {
+		p := &pvcs[i]
 		name := p.Labels[LabelMember]
 		if name == "" {
 			continue
@@ -232,8 +237,8 @@ func (m *Manager) objects(ctx context.Context, pool string) (map[string]observed
 		o.pvc = p
 		out[name] = o
 	}
-	for i := range pods.Items {
-		p := &pods.Items[i]
+	for i := range pods {
+		p := &pods[i]
 		name := p.Labels[LabelMember]
 		if name == "" || p.Name != name {
 			continue
@@ -242,7 +247,28 @@ func (m *Manager) objects(ctx context.Context, pool string) (map[string]observed
 		o.pod = p
 		out[name] = o
 	}
-	return out, nil
+	return out
+}
+
+// memberObjects reads the PVCs and pods of every CT pool member of the
+// namespace (by the member label), by member name.
+func (m *Manager) memberObjects(ctx context.Context) (map[string]observed, error) {
+	sel := LabelMember // the label exists
+	core := m.kube.CoreV1()
+	pvcs, err := core.PersistentVolumeClaims(m.opts.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		return nil, m.fail("list the data volumes of the CT pools", err)
+	}
+	pods, err := core.Pods(m.opts.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		return nil, m.fail("list the pods of the CT pools", err)
+	}
+	return byMember(pvcs.Items, pods.Items), nil
+}
+
+// inPool reports whether the member's objects are pool's.
+func (o observed) inPool(pool string) bool {
+	return o.pvc != nil && o.pvc.Labels[LabelPool] == pool || o.pod != nil && o.pod.Labels[LabelPool] == pool
 }
 
 // member reads one member's PVC and pod.
