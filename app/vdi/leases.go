@@ -236,4 +236,3 @@ func fromLease(l *coordv1.Lease) (Claim, error) {
 	c.Disconnected, _ = time.Parse(leaseTimeFormat, l.Annotations[AnnDisconnectedAt])
 	return c, nil
 }
-
