@@ -138,6 +138,17 @@ type ClaimStore interface {
 	List(ctx context.Context, kind, namespace, pool string) ([]Claim, error)
 }
 
+// CachedLister is a claim store that can also list from a cache that may
+// be a moment behind, and answers sooner than List. The picker chooses
+// its candidates from it: a compare-and-swap decides every claim, so a
+// member the cache still shows free but someone claimed fails its
+// Acquire with ErrClaimed and the picker tries the next one; a release
+// the cache has not seen yet makes a claimant of a full pool hear "no
+// free members" as if it had come a moment earlier.
+type CachedLister interface {
+	ListCached(ctx context.Context, kind, namespace, pool string) ([]Claim, error)
+}
+
 // Renew returns c renewed at now: Renewed now, Expires an hour later.
 func Renew(c Claim, now time.Time) Claim {
 	c.Renewed, c.Expires = now, now.Add(ClaimTTL)

@@ -43,7 +43,10 @@ type LeaseClaims struct {
 	context string // the Corral context, named in unreachable errors
 }
 
-var _ ClaimStore = (*LeaseClaims)(nil)
+var (
+	_ ClaimStore   = (*LeaseClaims)(nil)
+	_ CachedLister = (*LeaseClaims)(nil)
+)
 
 // NewLeaseClaims returns a claim store over the Leases of a cluster;
 // context names the Corral context in errors.
@@ -152,13 +155,26 @@ func (s *LeaseClaims) Get(ctx context.Context, d DesktopID) (Claim, error) {
 }
 
 // List implements ClaimStore: the Leases carrying the pool label (of
-// that pool when one is named).
+// that pool when one is named), read consistently.
 func (s *LeaseClaims) List(ctx context.Context, kind, namespace, pool string) ([]Claim, error) {
+	return s.list(ctx, kind, namespace, pool, "")
+}
+
+// ListCached implements CachedLister: List from the API server's watch
+// cache (resourceVersion "0"), which answers at once but may be a moment
+// behind. A consistent List waits until that cache has caught up with
+// etcd: 30-45 ms of the 100 ms a burst of 100 claims takes here
+// (docs/performance.md).
+func (s *LeaseClaims) ListCached(ctx context.Context, kind, namespace, pool string) ([]Claim, error) {
+	return s.list(ctx, kind, namespace, pool, "0")
+}
+
+func (s *LeaseClaims) list(ctx context.Context, kind, namespace, pool, rv string) ([]Claim, error) {
 	sel := LabelPool
 	if pool != "" {
 		sel = labels.Set{LabelPool: pool}.String()
 	}
-	list, err := s.kube.CoordinationV1().Leases(namespace).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	list, err := s.kube.CoordinationV1().Leases(namespace).List(ctx, metav1.ListOptions{LabelSelector: sel, ResourceVersion: rv})
 	if err != nil {
 		return nil, s.fail("list claims", DesktopID{Namespace: namespace}, err)
 	}

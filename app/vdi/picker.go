@@ -144,7 +144,8 @@ func (p *Picker) Pick(ctx context.Context, s ClaimStore, pool PoolID, members []
 
 // list returns the pool's claims, read once for every caller that asks
 // while no Acquire ended since the read began, and the generation the
-// read began at.
+// read began at. It reads the store's cache when the store has one
+// (CachedLister).
 func (p *Picker) list(ctx context.Context, s ClaimStore, pool PoolID) ([]Claim, uint64, error) {
 	key := pool.String()
 	p.mu.Lock()
@@ -160,7 +161,11 @@ func (p *Picker) list(ctx context.Context, s ClaimStore, pool PoolID) ([]Claim, 
 	c := &listCall{gen: p.gen, done: make(chan struct{})}
 	p.lists[key] = c
 	p.mu.Unlock()
-	c.claims, c.err = s.List(context.WithoutCancel(ctx), pool.Kind, pool.Namespace, pool.Pool)
+	list := s.List
+	if cl, ok := s.(CachedLister); ok {
+		list = cl.ListCached
+	}
+	c.claims, c.err = list(context.WithoutCancel(ctx), pool.Kind, pool.Namespace, pool.Pool)
 	close(c.done)
 	p.mu.Lock()
 	if p.lists[key] == c {

@@ -113,3 +113,41 @@ func TestPickerFailedAcquireFreesMember(t *testing.T) {
 		t.Fatalf("%d winners, %d told full, %d failed; want 2, 0, 1", len(won), full, failed)
 	}
 }
+
+// cachedStore offers ListCached and counts both kinds of read.
+type cachedStore struct {
+	ClaimStore
+	lists, cached atomic.Int32
+}
+
+func (s *cachedStore) List(ctx context.Context, kind, ns, pool string) ([]Claim, error) {
+	s.lists.Add(1)
+	return s.ClaimStore.List(ctx, kind, ns, pool)
+}
+
+func (s *cachedStore) ListCached(ctx context.Context, kind, ns, pool string) ([]Claim, error) {
+	s.cached.Add(1)
+	return s.ClaimStore.List(ctx, kind, ns, pool)
+}
+
+// The picker chooses candidates from the store's cache when it has one.
+func TestPickerReadsTheCache(t *testing.T) {
+	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "c.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	s := &cachedStore{ClaimStore: NewSQLClaims(st)}
+	ids := []DesktopID{{Kind: "vm", Namespace: "-", Member: "p-1"}}
+	p := NewPicker()
+	pool := PoolID{Kind: "vm", Namespace: "-", Pool: "p"}
+	if _, err := p.Pick(context.Background(), s, pool, ids, "alice", time.Now(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Pick(context.Background(), s, pool, ids, "bob", time.Now(), nil); !errors.Is(err, ErrNoFree) {
+		t.Fatalf("second claim of a pool of one: %v; want ErrNoFree", err)
+	}
+	if s.cached.Load() != 2 || s.lists.Load() != 0 {
+		t.Errorf("%d cached reads and %d consistent ones; want 2 and 0", s.cached.Load(), s.lists.Load())
+	}
+}
