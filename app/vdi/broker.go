@@ -50,20 +50,9 @@ func (s *Service) BrokerPools(ctx context.Context) ([]PoolSummary, error) {
 	}
 	out := make([]PoolSummary, 0, len(ps))
 	for _, p := range ps {
-		claims, err := p.claims.List(ctx, p.id.Kind, p.id.Namespace, p.id.Pool)
+		held, err := s.heldDesktops(ctx, p)
 		if err != nil {
 			return nil, err
-		}
-		legacy, err := s.legacyAssignments(ctx, p)
-		if err != nil {
-			return nil, err
-		}
-		held := map[string]bool{}
-		for _, c := range claims {
-			held[c.Desktop.String()] = true
-		}
-		for d := range legacy {
-			held[d] = true
 		}
 		n := 0
 		for _, m := range p.Members {

@@ -218,20 +218,9 @@ func (s *Service) desktopIDs(ctx context.Context) (map[string]bool, error) {
 // assignment), highest number first, or the refusal when fewer than
 // len(p.Members)-size are.
 func (s *Service) shrinkable(ctx context.Context, p *pool, size int) ([]store.VDIMember, error) {
-	claims, err := p.claims.List(ctx, p.id.Kind, p.id.Namespace, p.id.Pool)
+	held, err := s.heldDesktops(ctx, p)
 	if err != nil {
 		return nil, err
-	}
-	legacy, err := s.legacyAssignments(ctx, p)
-	if err != nil {
-		return nil, err
-	}
-	held := map[string]bool{}
-	for _, c := range claims {
-		held[c.Desktop.String()] = true
-	}
-	for d := range legacy {
-		held[d] = true
 	}
 	var free []store.VDIMember
 	var claimed []string
@@ -320,4 +309,25 @@ func (s *Service) stillMember(ctx context.Context, p *pool, c Claim) error {
 		s.opts.Log.Warn("vdi: a claim on a removed member stays until it expires", "desktop", c.Desktop.String(), "err", err)
 	}
 	return backends.Conflictf("desktop %s left the pool %s while you claimed it (the pool shrank): claim again", c.Desktop, p.id)
+}
+
+// heldDesktops returns the desktops of p that someone holds: by a claim, or by a
+// v0.6.0 assignment label (KubeVirt).
+func (s *Service) heldDesktops(ctx context.Context, p *pool) (map[string]bool, error) {
+	claims, err := p.claims.List(ctx, p.id.Kind, p.id.Namespace, p.id.Pool)
+	if err != nil {
+		return nil, err
+	}
+	legacy, err := s.legacyAssignments(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	held := map[string]bool{}
+	for _, c := range claims {
+		held[c.Desktop.String()] = true
+	}
+	for d := range legacy {
+		held[d] = true
+	}
+	return held, nil
 }
