@@ -228,6 +228,20 @@ func (s *Store) SetFolderMember(ctx context.Context, path, ref string) error {
 	return nil
 }
 
+// FolderOf returns the folder ref is in, or ErrNotFound when it is in
+// none.
+func (s *Store) FolderOf(ctx context.Context, ref string) (string, error) {
+	var path string
+	err := s.db.QueryRowContext(ctx, `SELECT folder FROM folder_members WHERE ref = ?`, ref).Scan(&path)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", ErrNotFound
+	}
+	if err != nil {
+		return "", fmt.Errorf("store: folder of %s: %w", ref, err)
+	}
+	return path, nil
+}
+
 // RemoveFolderMember takes ref out of its folder, or returns ErrNotFound
 // when it is in none.
 func (s *Store) RemoveFolderMember(ctx context.Context, ref string) error {

@@ -60,6 +60,12 @@ func TestFolderOneFolderPerInstance(t *testing.T) {
 	if len(ms) != 1 || ms[0] != (store.FolderMember{Ref: ref, Path: "b"}) {
 		t.Fatalf("members = %+v, want only %s in b", ms, ref)
 	}
+	if p, err := s.FolderOf(ctx, ref); err != nil || p != "b" {
+		t.Fatalf("FolderOf = %q, %v; want b", p, err)
+	}
+	if _, err := s.FolderOf(ctx, "sim/lab/-/other"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("FolderOf an instance in no folder: %v, want ErrNotFound", err)
+	}
 	if err := s.SetFolderMember(ctx, "nope", ref); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("member of a missing folder: %v, want ErrNotFound", err)
 	}
@@ -148,5 +154,27 @@ func TestFolderDeleteUnfoldersMembers(t *testing.T) {
 	}
 	if _, err := s.FolderMembersUnder(ctx, "prod"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("members under a deleted folder: %v", err)
+	}
+}
+
+// A deleted instance leaves its folder with its registry entry.
+func TestDeleteInstanceLeavesFolder(t *testing.T) {
+	ctx := context.Background()
+	s := openStore(t)
+	const ref = "sim/lab/-/web"
+	if err := s.CreateFolder(ctx, "team"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.EnsureInstance(ctx, ref); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetFolderMember(ctx, "team", ref); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteInstance(ctx, ref); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := s.FolderOf(ctx, ref); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("after DeleteInstance the ref is still in folder %q (%v)", p, err)
 	}
 }

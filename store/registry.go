@@ -101,10 +101,21 @@ func (s *Store) SetInstanceMetadata(ctx context.Context, ref, password, metadata
 	return nil
 }
 
-// DeleteInstance removes the registry entry of ref; a missing entry is not
-// an error, since many instances are never registered.
+// DeleteInstance removes the registry entry of ref and its folder
+// membership (a deleted instance leaves its folder); a missing entry is
+// not an error, since many instances are never registered.
 func (s *Store) DeleteInstance(ctx context.Context, ref string) error {
-	if _, err := s.db.ExecContext(ctx, `DELETE FROM instances WHERE ref = ?`, ref); err != nil {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("store: delete instance %s: %w", ref, err)
+	}
+	defer tx.Rollback()
+	for _, q := range []string{`DELETE FROM instances WHERE ref = ?`, `DELETE FROM folder_members WHERE ref = ?`} {
+		if _, err := tx.ExecContext(ctx, q, ref); err != nil {
+			return fmt.Errorf("store: delete instance %s: %w", ref, err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("store: delete instance %s: %w", ref, err)
 	}
 	return nil

@@ -123,6 +123,9 @@ type Destination struct {
 type Registry interface {
 	EnsureInstance(ctx context.Context, ref string) (store.Instance, error)
 	DeleteInstance(ctx context.Context, ref string) error
+	// FolderOf and SetFolderMember file the copy in the source's folder.
+	FolderOf(ctx context.Context, ref string) (string, error)
+	SetFolderMember(ctx context.Context, path, ref string) error
 }
 
 // Options configure a Service.
@@ -396,7 +399,6 @@ func (s *Service) plan(ctx context.Context, src source, req Request) Preflight {
 			warn("tags", "the tags %s are written into the copy's definition, but the %s backend cannot change them later: use folders", strings.Join(src.in.Tags, ", "), dst.Kind())
 		}
 	}
-	warn("folder", "folders hold instances by ref: file the copy %s in a folder again if the source was in one", orRef(p.Plan.Destination))
 	if src.in.State != backends.StateStopped && src.in.State != "" {
 		warn("downtime", "%s is %s: it is shut down for the whole move and the copy is started afterwards", src.ref.Name, src.in.State)
 	}

@@ -70,6 +70,7 @@ type env struct {
 	a, b       *local
 	plain      *sim.Backend
 	scratchMiB int64
+	st         *store.Store
 }
 
 func newEnv(t *testing.T, extra ...backends.Backend) *env {
@@ -85,6 +86,7 @@ func newEnv(t *testing.T, extra ...backends.Backend) *env {
 		b:          &local{Backend: sim.New(sim.Options{Context: "b"}), firmware: map[string]backends.Firmware{}},
 		plain:      sim.New(sim.Options{Context: "plain"}),
 		scratchMiB: 1 << 20,
+		st:         st,
 	}
 	e.fleet = fleet.New(fleet.Options{Timeout: time.Minute})
 	for _, b := range append([]backends.Backend{e.a, e.b, e.plain}, extra...) {
@@ -142,7 +144,7 @@ func TestPreflight(t *testing.T) {
 		refusals []string
 		warnings []string // a subset that must be there
 	}{
-		{"ok", move.Request{Ref: "sim/a/-/web", ToBackend: "sim", ToContext: "b"}, nil, []string{"folder", "new-mac", "snapshots"}},
+		{"ok", move.Request{Ref: "sim/a/-/web", ToBackend: "sim", ToContext: "b"}, nil, []string{"new-mac", "snapshots"}},
 		{"bare name", move.Request{Ref: "web", ToBackend: "sim", ToContext: "b", Name: "web2"}, nil, nil},
 		{"same context", move.Request{Ref: "web", ToBackend: "sim", ToContext: "a"}, []string{"name-taken", "same-context"}, nil},
 		{"no destination", move.Request{Ref: "web"}, []string{"no-destination"}, nil},
@@ -354,6 +356,12 @@ func TestMoveKeepsOrDeletesSource(t *testing.T) {
 	for _, del := range []bool{false, true} {
 		e := newEnv(t)
 		e.create(t, e.a, backends.Spec{Name: "web", Start: true, CPUs: 3, MemoryMiB: 768})
+		if err := e.st.CreateFolder(context.Background(), "team"); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.st.SetFolderMember(context.Background(), "team", "sim/a/-/web"); err != nil {
+			t.Fatal(err)
+		}
 		task, _, err := e.svc.Move(context.Background(), tasks.Origin{Actor: "t", Surface: "test"}, move.Request{Ref: "web", ToBackend: "sim", ToContext: "b", DeleteSource: del})
 		if err != nil {
 			t.Fatalf("Move: %v", err)
@@ -372,6 +380,18 @@ func TestMoveKeepsOrDeletesSource(t *testing.T) {
 		}
 		if !del && (err != nil || src.State != backends.StateStopped) {
 			t.Fatalf("the kept source = %+v, %v; want it stopped", src, err)
+		}
+		// The copy is filed beside the source; a deleted source leaves
+		// the folder.
+		if p, err := e.st.FolderOf(context.Background(), "sim/b/-/web"); err != nil || p != "team" {
+			t.Errorf("the copy's folder = %q, %v; want team, the source's", p, err)
+		}
+		p, err := e.st.FolderOf(context.Background(), "sim/a/-/web")
+		if del && !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("deleteSource: the source is still in folder %q (%v)", p, err)
+		}
+		if !del && p != "team" {
+			t.Errorf("the kept source's folder = %q, %v; want team", p, err)
 		}
 	}
 }

@@ -139,6 +139,7 @@ func (s *Service) run(ctx context.Context, r *tasks.Run, src, dst backends.Insta
 		if _, err := s.opts.Registry.EnsureInstance(ctx, created.Ref.String()); err != nil {
 			s.opts.Logger.Error("move: registry entry not written", "ref", created.Ref.String(), "err", err)
 		}
+		s.refile(ctx, r, src, created.Ref)
 	}
 	r.Progress(90)
 
@@ -304,4 +305,23 @@ func (g *gunzipWriter) Write(p []byte) (int, error) { return g.pw.Write(p) }
 func (g *gunzipWriter) Close() error {
 	_ = g.pw.Close()
 	return <-g.done
+}
+
+// refile puts the copy in the folder the source is in (folders hold
+// instances by ref, and the copy has a new one). The move is done either
+// way: a failure is logged and said in the task's log.
+func (s *Service) refile(ctx context.Context, r *tasks.Run, src, dst backends.InstanceRef) {
+	path, err := s.opts.Registry.FolderOf(ctx, src.String())
+	if errors.Is(err, store.ErrNotFound) {
+		return
+	}
+	if err == nil {
+		err = s.opts.Registry.SetFolderMember(ctx, path, dst.String())
+	}
+	if err != nil {
+		s.opts.Logger.Error("move: the copy is not filed in the source's folder", "ref", dst.String(), "err", err)
+		r.Logf("the copy %s could not be filed in the source's folder: file it by hand", dst)
+		return
+	}
+	r.Logf("filed %s in folder %s, beside the source", dst, path)
 }
