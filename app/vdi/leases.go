@@ -2,6 +2,7 @@ package vdi
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -10,6 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
@@ -105,20 +107,37 @@ func (s *LeaseClaims) Acquire(ctx context.Context, d DesktopID, pool, holder str
 	return fromLease(got)
 }
 
-// Update implements ClaimStore.
+// Update implements ClaimStore: a JSON merge patch that carries the
+// claim's resourceVersion. Not an Update: the API server creates a Lease
+// on an Update of one that is gone (Leases allow create-on-update), so a
+// renewal or a session mark racing a release would bring the claim back;
+// a patch of a missing Lease is NotFound.
 func (s *LeaseClaims) Update(ctx context.Context, c Claim) (Claim, error) {
-	l := newLease(c.Desktop, c.Pool, c.Holder, c.Acquired)
-	l.ResourceVersion = c.Version
-	l.Annotations[AnnSession] = c.Session
-	l.Spec.RenewTime = &metav1.MicroTime{Time: c.Renewed}
-	l.Spec.LeaseDurationSeconds = ptr.To(int32(c.Expires.Sub(c.Renewed) / time.Second))
+	ann := map[string]any{AnnSession: c.Session, AnnConnectedAt: nil, AnnDisconnectedAt: nil}
 	if !c.Connected.IsZero() {
-		l.Annotations[AnnConnectedAt] = c.Connected.UTC().Format(leaseTimeFormat)
+		ann[AnnConnectedAt] = c.Connected.UTC().Format(leaseTimeFormat)
 	}
 	if !c.Disconnected.IsZero() {
-		l.Annotations[AnnDisconnectedAt] = c.Disconnected.UTC().Format(leaseTimeFormat)
+		ann[AnnDisconnectedAt] = c.Disconnected.UTC().Format(leaseTimeFormat)
 	}
-	got, err := s.kube.CoordinationV1().Leases(c.Desktop.Namespace).Update(ctx, l, metav1.UpdateOptions{FieldManager: leaseFieldManager})
+	patch, err := json.Marshal(map[string]any{
+		"metadata": map[string]any{
+			"resourceVersion": c.Version,
+			"labels":          map[string]string{LabelPool: c.Pool, LabelMember: c.Desktop.Member, LabelKind: c.Desktop.Kind},
+			"annotations":     ann,
+		},
+		"spec": map[string]any{
+			"holderIdentity":       c.Holder,
+			"acquireTime":          metav1.MicroTime{Time: c.Acquired},
+			"renewTime":            metav1.MicroTime{Time: c.Renewed},
+			"leaseDurationSeconds": int32(c.Expires.Sub(c.Renewed) / time.Second),
+		},
+	})
+	if err != nil {
+		return Claim{}, err
+	}
+	got, err := s.kube.CoordinationV1().Leases(c.Desktop.Namespace).Patch(ctx, LeaseName(c.Desktop), types.MergePatchType, patch,
+		metav1.PatchOptions{FieldManager: leaseFieldManager})
 	if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 		return Claim{}, ErrChanged
 	}
@@ -199,7 +218,7 @@ func (s *LeaseClaims) fail(op string, d DesktopID, err error) error {
 	if errors.As(err, &st) {
 		switch {
 		case apierrors.IsForbidden(err):
-			return backends.Failed(fmt.Sprintf("%s %s: the service account may not use Leases in namespace %s (grant coordination.k8s.io leases get, list, create, update, delete)", op, d, d.Namespace), err)
+			return backends.Failed(fmt.Sprintf("%s %s: the service account may not use Leases in namespace %s (grant coordination.k8s.io leases get, list, create, update, patch, delete)", op, d, d.Namespace), err)
 		case apierrors.IsInvalid(err):
 			return backends.Failed(fmt.Sprintf("%s %s: the API server refused the Lease", op, d), err)
 		}

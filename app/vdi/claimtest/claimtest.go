@@ -161,6 +161,25 @@ func Run(t *testing.T, ns string, newStore func(t *testing.T) vdi.ClaimStore) {
 		}
 	})
 
+	// A claim released meanwhile stays released: an Update (a renewal, a
+	// session mark) must not bring it back.
+	t.Run("UpdateAfterReleaseIsChanged", func(t *testing.T) {
+		s := newStore(t)
+		c, err := s.Acquire(ctx, d, "devpool", "alice@example.com", t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Release(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Update(ctx, vdi.Renew(c, t0.Add(time.Minute))); !errors.Is(err, vdi.ErrChanged) {
+			t.Fatalf("update of a released claim: %v, want ErrChanged", err)
+		}
+		if got, err := s.Get(ctx, d); !errors.Is(err, vdi.ErrNoClaim) {
+			t.Fatalf("after the update the claim is back: %+v, %v", got, err)
+		}
+	})
+
 	t.Run("ListByPool", func(t *testing.T) {
 		s := newStore(t)
 		for i, p := range []string{"a", "a", "b"} {

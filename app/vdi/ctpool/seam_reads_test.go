@@ -115,7 +115,7 @@ func TestSeamReads(t *testing.T) {
 	if _, err := seam.Update(e.ctx, c); err != nil {
 		t.Fatal(err)
 	}
-	if reqs := rec.take(); len(reqs) != 1 || !strings.HasPrefix(reqs[0], "PUT ") {
+	if reqs := rec.take(); len(reqs) != 1 || !strings.HasPrefix(reqs[0], "PATCH ") {
 		t.Errorf("a session mark took %q, want one update", reqs)
 	}
 	if _, err := seam.Update(e.ctx, c); err != vdi.ErrChanged {
