@@ -3,6 +3,7 @@ package vdi
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/corral-dev/corral/app/auth"
@@ -164,13 +165,11 @@ func (s *Service) acquire(ctx context.Context, p *pool, holder string) (Claim, e
 	if err != nil {
 		return Claim{}, err
 	}
-	for _, c := range claims {
-		if c.Holder == holder {
-			if c.Expired(now) {
-				return p.claims.Update(ctx, Renew(c, now))
-			}
-			return c, nil
+	if c, ok, err := s.heldBy(ctx, p, claims, holder); err != nil || ok {
+		if err == nil && c.Expired(now) {
+			return p.claims.Update(ctx, Renew(c, now))
 		}
+		return c, err
 	}
 	legacy, err := s.legacyAssignments(ctx, p)
 	if err != nil {
@@ -199,6 +198,37 @@ func (s *Service) acquire(ctx context.Context, p *pool, holder string) (Claim, e
 		err = s.stillMember(ctx, p, c)
 	}
 	return c, err
+}
+
+// heldBy returns the claim holder has on a member of p, read by its name
+// (consistently): the pool's claims as the picker read them may come
+// from a cache a moment behind (CachedLister), which can still show a
+// claim holder released or not yet show one they just made. It looks at
+// the members those claims name for holder and the member the picker
+// gave holder lately.
+func (s *Service) heldBy(ctx context.Context, p *pool, claims []Claim, holder string) (Claim, bool, error) {
+	var cands []DesktopID
+	for _, c := range claims {
+		if c.Holder == holder {
+			cands = append(cands, c.Desktop)
+		}
+	}
+	if d, ok := s.picker.Recent(p.id, holder); ok && !slices.Contains(cands, d) {
+		cands = append(cands, d)
+	}
+	for _, d := range cands {
+		c, err := p.claims.Get(ctx, d)
+		if errors.Is(err, ErrNoClaim) {
+			continue
+		}
+		if err != nil {
+			return Claim{}, false, err
+		}
+		if c.Holder == holder {
+			return c, true, nil
+		}
+	}
+	return Claim{}, false, nil
 }
 
 // find returns the pool of desktop d.

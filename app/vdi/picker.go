@@ -30,7 +30,18 @@ type Picker struct {
 	gen      uint64                          // incremented by every Acquire that ended
 	freed    uint64                          // incremented by every Acquire that failed and left its member free
 	lists    map[string]*listCall
+	recent   map[string]map[string]recentClaim // by pool: holder -> the member Pick gave them lately
 }
+
+// recentClaim is a member Pick gave a holder, remembered for recentTTL:
+// a holder's retry finds it even where the pool's claims are read from a
+// cache that does not show it yet (CachedLister).
+type recentClaim struct {
+	d  DesktopID
+	at time.Time
+}
+
+const recentTTL = time.Minute
 
 type listCall struct {
 	gen    uint64
@@ -42,7 +53,7 @@ type listCall struct {
 // NewPicker returns an empty picker.
 func NewPicker() *Picker {
 	p := &Picker{inflight: map[DesktopID]bool{}, busy: map[string]int{}, active: map[string]int{},
-		taken: map[string]map[DesktopID]uint64{}, lists: map[string]*listCall{}}
+		taken: map[string]map[DesktopID]uint64{}, lists: map[string]*listCall{}, recent: map[string]map[string]recentClaim{}}
 	p.cond = sync.NewCond(&p.mu)
 	return p
 }
@@ -132,6 +143,7 @@ func (p *Picker) Pick(ctx context.Context, s ClaimStore, pool PoolID, members []
 		}
 		switch {
 		case err == nil:
+			p.remember(key, holder, d)
 			p.mu.Unlock()
 			return c, nil
 		case errors.Is(err, ErrClaimed):
@@ -173,4 +185,35 @@ func (p *Picker) list(ctx context.Context, s ClaimStore, pool PoolID) ([]Claim, 
 	}
 	p.mu.Unlock()
 	return c.claims, c.gen, c.err
+}
+
+// remember records that holder got d in pool key, and forgets records
+// older than recentTTL. p.mu is held.
+func (p *Picker) remember(key, holder string, d DesktopID) {
+	now := time.Now()
+	for k, hs := range p.recent {
+		for h, r := range hs {
+			if now.Sub(r.at) >= recentTTL {
+				delete(hs, h)
+			}
+		}
+		if len(hs) == 0 {
+			delete(p.recent, k)
+		}
+	}
+	if p.recent[key] == nil {
+		p.recent[key] = map[string]recentClaim{}
+	}
+	p.recent[key][holder] = recentClaim{d: d, at: now}
+}
+
+// Recent returns the member Pick gave holder in pool within recentTTL.
+func (p *Picker) Recent(pool PoolID, holder string) (DesktopID, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	r, ok := p.recent[pool.String()][holder]
+	if !ok || time.Since(r.at) >= recentTTL {
+		return DesktopID{}, false
+	}
+	return r.d, true
 }

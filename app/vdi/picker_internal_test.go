@@ -151,3 +151,41 @@ func TestPickerReadsTheCache(t *testing.T) {
 		t.Errorf("%d cached reads and %d consistent ones; want 2 and 0", s.cached.Load(), s.lists.Load())
 	}
 }
+
+// A holder's claim is found by name, not from the pool's claims as a
+// cache showed them: a claim the cache does not show yet (a retry right
+// after the claim) is found through the picker's memory, and a claim the
+// cache still shows after its release is not returned.
+func TestHeldByDoesNotTrustTheCache(t *testing.T) {
+	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "c.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	ctx := context.Background()
+	claims := NewSQLClaims(st)
+	pid := PoolID{Kind: "vm", Namespace: "-", Pool: "p"}
+	ids := []DesktopID{{Kind: "vm", Namespace: "-", Member: "p-1"}, {Kind: "vm", Namespace: "-", Member: "p-2"}}
+	s := &Service{picker: NewPicker()}
+	p := &pool{id: pid, claims: claims}
+
+	c, err := s.picker.Pick(ctx, claims, pid, ids, "alice", time.Now(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The cache has not seen alice's claim yet: no claims at all.
+	got, ok, err := s.heldBy(ctx, p, nil, "alice")
+	if err != nil || !ok || got.Desktop != c.Desktop {
+		t.Fatalf("retry with a cache behind = %+v, %v, %v; want alice's claim on %s", got, ok, err, c.Desktop)
+	}
+	if _, ok, _ := s.heldBy(ctx, p, nil, "bob"); ok {
+		t.Fatalf("bob holds nothing, heldBy found a claim")
+	}
+	// Released; the cache still shows it.
+	if err := claims.Release(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok, err := s.heldBy(ctx, p, []Claim{c}, "alice"); err != nil || ok {
+		t.Fatalf("after the release heldBy = %+v, %v, %v; want nothing", got, ok, err)
+	}
+}
