@@ -18,11 +18,19 @@ const ConsoleDialTimeout = 10 * time.Second
 // cancel once it has closed the connection. A dial that runs out of time
 // is Unavailable, naming ref's context.
 func DialConsole(ctx context.Context, d ConsoleDialer, ref InstanceRef, kind ConsoleKind) (net.Conn, context.CancelFunc, error) {
+	return dialConsole(ctx, d, ref, kind, ConsoleDialTimeout)
+}
+
+func dialConsole(ctx context.Context, d ConsoleDialer, ref InstanceRef, kind ConsoleKind, timeout time.Duration) (net.Conn, context.CancelFunc, error) {
 	ctx, cancel := context.WithCancel(ctx)
-	timer := time.AfterFunc(ConsoleDialTimeout, cancel)
+	timer := time.AfterFunc(timeout, cancel)
 	c, err := d.DialConsole(ctx, ref, kind)
-	if !timer.Stop() && err == nil {
-		c.Close()
+	if !timer.Stop() {
+		// The timer cancelled the dial: whatever the dialer made of that
+		// (usually an error of its own, or ctx's), the dial ran out of time.
+		if err == nil {
+			c.Close()
+		}
 		err = Unavailable(ref.ContextKey(), errors.New("console dial timed out"))
 	}
 	if err != nil {

@@ -170,7 +170,7 @@ func (b *Backend) copyDisks(ctx context.Context, def *libvirtxml.Domain, target 
 			for _, p := range copies {
 				_ = removeDisk(p)
 			}
-			return nil, backends.Failed(fmt.Sprintf("could not copy the disks of %s", target), err)
+			return nil, diskError(b.opts.Context, fmt.Sprintf("could not copy the disks of %s", target), err)
 		}
 		copies = append(copies, dst)
 		d.Source.File.File = dst

@@ -285,7 +285,7 @@ func (b *Backend) createDisk(ctx context.Context, name string, sizeMiB int64) (s
 		return "", backends.Failed(fmt.Sprintf("could not prepare the data directory of context %s", b.opts.Context), err)
 	}
 	if err := qemuimg.Tool("").Create(ctx, path, sizeMiB); err != nil {
-		return "", backends.Failed(fmt.Sprintf("could not create the disk of %s", name), err)
+		return "", diskError(b.opts.Context, fmt.Sprintf("could not create the disk of %s", name), err)
 	}
 	return path, nil
 }

@@ -8,6 +8,7 @@ import (
 	"libvirt.org/go/libvirt"
 
 	"github.com/corral-dev/corral/backends"
+	"github.com/corral-dev/corral/internal/qemuimg"
 )
 
 // unavailableCodes are libvirt's error codes that mean the daemon (or the
@@ -42,6 +43,10 @@ func mapError(contextName, op, name string, err error) error {
 		return err
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return backends.Unavailable(contextName, err)
+	}
+	var missing *qemuimg.MissingBinary
+	if errors.As(err, &missing) {
 		return backends.Unavailable(contextName, err)
 	}
 	var lv libvirt.Error
@@ -85,4 +90,16 @@ func isCode(err error, codes ...libvirt.ErrorNumber) bool {
 		}
 	}
 	return false
+}
+
+// diskError maps an error of qemu-img on a disk of this host: a qemu-img
+// that is not installed, or a run cut short by ctx, leaves the context
+// unable to do anything with disks (Unavailable, as the qemu backend
+// answers); any other failure is a Failed with msg as its safe text.
+func diskError(contextName, msg string, err error) error {
+	var missing *qemuimg.MissingBinary
+	if errors.As(err, &missing) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return backends.Unavailable(contextName, err)
+	}
+	return backends.Failed(msg, err)
 }

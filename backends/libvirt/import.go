@@ -2,9 +2,11 @@ package libvirt
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 
 	"libvirt.org/go/libvirt"
@@ -41,9 +43,9 @@ func (b *Backend) Import(ctx context.Context, spec backends.Spec, diskPath, form
 	if err := b.CanImport(); err != nil {
 		return backends.Instance{}, err
 	}
-	virt, err := imageSize(ctx, diskPath, format)
+	virt, err := b.imageSize(ctx, diskPath, format)
 	if err != nil {
-		return backends.Instance{}, backends.Invalidf("the image to import cannot be read as %s: give a qcow2 or raw file", format)
+		return backends.Instance{}, err
 	}
 	c, err := b.acquire(ctx)
 	if err != nil {
@@ -62,12 +64,12 @@ func (b *Backend) Import(ctx context.Context, spec backends.Spec, diskPath, form
 	}
 	if err := qemuimg.Tool("").Convert(ctx, diskPath, format, disk, "qcow2"); err != nil {
 		_ = removeDisk(disk)
-		return backends.Instance{}, backends.Failed(fmt.Sprintf("could not copy the disk of %s", spec.Name), err)
+		return backends.Instance{}, diskError(b.opts.Context, fmt.Sprintf("could not copy the disk of %s", spec.Name), err)
 	}
 	if want := spec.DiskMiB << 20; want > virt {
 		if err := qemuimg.Tool("").Resize(ctx, disk, "qcow2", spec.DiskMiB); err != nil {
 			_ = removeDisk(disk)
-			return backends.Instance{}, backends.Failed(fmt.Sprintf("could not grow the disk of %s", spec.Name), err)
+			return backends.Instance{}, diskError(b.opts.Context, fmt.Sprintf("could not grow the disk of %s", spec.Name), err)
 		}
 	}
 	return b.define(c, spec, disk, "start the imported instance")
@@ -130,7 +132,7 @@ func (b *Backend) DiskSource(ctx context.Context, ref backends.InstanceRef) (bac
 	}
 	ii, err := qemuimg.Tool("").Info(ctx, path, true) // -U: the guest may run
 	if err != nil {
-		return backends.Disk{}, backends.Failed(fmt.Sprintf("could not read the disk of %s", ref.Name), err)
+		return backends.Disk{}, diskError(b.opts.Context, fmt.Sprintf("could not read the disk of %s", ref.Name), err)
 	}
 	fw := backends.FirmwareBIOS
 	if def.OS != nil && (def.OS.Firmware == "efi" || def.OS.Loader != nil && def.OS.Loader.Type == "pflash") {
@@ -148,18 +150,29 @@ func (b *Backend) local() bool {
 }
 
 // imageSize returns the virtual size of path, which must be of format.
-func imageSize(ctx context.Context, path, format string) (int64, error) {
+// A path that is not a file, or that qemu-img reads as another format or
+// not at all, is Invalid (the caller gave the wrong file); a qemu-img that
+// is not installed or did not finish in time leaves the context
+// Unavailable, and output qemu-img should never give is a Failed.
+func (b *Backend) imageSize(ctx context.Context, path, format string) (int64, error) {
+	bad := fmt.Sprintf("the image to import cannot be read as %s: give a qcow2 or raw file", format)
 	if st, err := os.Stat(path); err != nil || !st.Mode().IsRegular() {
-		return 0, fmt.Errorf("libvirt: %s is not a file", path)
+		return 0, backends.Invalidf("%s", bad)
 	}
 	// -U: a running guest holds the image locked; only its format and
 	// size are read, which the guest does not change.
 	ii, err := qemuimg.Tool("").Info(ctx, path, true)
-	if err != nil {
-		return 0, err
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &exit) && ctx.Err() == nil:
+		// qemu-img ran and refused the file.
+		return 0, &backends.Error{Kind: backends.ErrInvalid, Msg: bad, Err: err}
+	default:
+		return 0, diskError(b.opts.Context, "could not read the image to import", err)
 	}
 	if ii.Format != format {
-		return 0, fmt.Errorf("libvirt: %s is %s, not %s", path, ii.Format, format)
+		return 0, backends.Invalidf("the image to import is %s, not %s as stated", ii.Format, format)
 	}
 	return ii.VirtualSize, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"sync"
@@ -16,6 +17,7 @@ import (
 	"github.com/corral-dev/corral/backends"
 	"github.com/corral-dev/corral/backends/backendtest"
 	"github.com/corral-dev/corral/backends/libvirt"
+	"github.com/corral-dev/corral/internal/qemuimg"
 )
 
 // requireEngine skips the test when libvirt.so.0 cannot be loaded, or
@@ -300,6 +302,7 @@ func TestErrorMapping(t *testing.T) {
 		{"internal", lv(golibvirt.ERR_INTERNAL_ERROR), backends.ErrFailed, "libvirt could not start web"},
 		{"not libvirt", fmt.Errorf("boom at %s", secret), backends.ErrFailed, "libvirt could not start web"},
 		{"deadline", context.DeadlineExceeded, backends.ErrUnavailable, "context lab"},
+		{"no qemu-img", &qemuimg.MissingBinary{Name: "qemu-img", Err: exec.ErrNotFound}, backends.ErrUnavailable, "context lab is unreachable"},
 		{"already a kind", backends.Conflictf("kept as is"), backends.ErrConflict, "kept as is"},
 	}
 	for _, tt := range tests {

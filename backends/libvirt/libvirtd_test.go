@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os/exec"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -111,5 +112,36 @@ func TestImportDaemon(t *testing.T) {
 	}
 	if err := b.Power(ctx, in.Ref, backends.ActionStop); err != nil {
 		t.Fatalf("stop: %v", err)
+	}
+}
+
+// TestDisksWithoutQemuImgDaemon: on a host whose qemu-img is gone, a
+// create or a clone that needs a disk made is Unavailable naming the
+// context (503, as the qemu backend answers), not a backend failure, and
+// leaves no domain behind.
+func TestDisksWithoutQemuImgDaemon(t *testing.T) {
+	b := newDaemonBackend(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	src, err := b.Create(ctx, backends.Spec{Name: "src", CPUs: 1, MemoryMiB: 256, DiskMiB: 16})
+	if err != nil {
+		t.Fatalf("Create: %v", err)
+	}
+	t.Cleanup(func() { _ = b.Delete(context.Background(), src.Ref) })
+	t.Setenv("PATH", t.TempDir())
+	if _, err := b.Create(ctx, backends.Spec{Name: "blank", CPUs: 1, MemoryMiB: 256, DiskMiB: 16}); !errors.Is(err, backends.ErrUnavailable) || !strings.Contains(backends.SafeMessage(err), "context lvd") {
+		t.Fatalf("Create without qemu-img = %v (kind %v), want Unavailable naming context lvd", err, backends.KindOf(err))
+	}
+	if _, err := b.Clone(ctx, src.Ref, "copy"); !errors.Is(err, backends.ErrUnavailable) || !strings.Contains(backends.SafeMessage(err), "context lvd") {
+		t.Fatalf("Clone without qemu-img = %v (kind %v), want Unavailable naming context lvd", err, backends.KindOf(err))
+	}
+	list, err := b.List(ctx)
+	if err != nil {
+		t.Fatalf("List: %v", err)
+	}
+	for _, in := range list {
+		if in.Ref.Name != "src" {
+			t.Fatalf("a failed create or clone left %s behind", in.Ref.Name)
+		}
 	}
 }

@@ -41,10 +41,7 @@ type scheduleJSON struct {
 }
 
 func toScheduleJSON(s schedule.Schedule) scheduleJSON {
-	loc := s.Loc // the service's cached zone
-	if loc == nil {
-		loc = time.UTC
-	}
+	loc := s.Loc // the service's cached zone; List and Get always set it (UTC for an unknown TZ)
 	ts := func(t time.Time) string {
 		if t.IsZero() {
 			return ""

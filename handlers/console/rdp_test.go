@@ -411,14 +411,23 @@ func TestRDPTokenProbe(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { l.Close() })
+		// The accepted connections stay open (silent) until the listener
+		// closes; the accept goroutine then closes them itself, since
+		// t.Cleanup must not be called from another goroutine.
+		done := make(chan struct{})
+		t.Cleanup(func() { l.Close(); <-done })
 		go func() {
+			defer close(done)
+			var conns []net.Conn
 			for {
 				c, err := l.Accept()
 				if err != nil {
+					for _, c := range conns {
+						c.Close()
+					}
 					return
 				}
-				t.Cleanup(func() { c.Close() })
+				conns = append(conns, c)
 			}
 		}()
 		return l.Addr().String()

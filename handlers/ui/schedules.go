@@ -37,10 +37,7 @@ func (s *server) renderSchedules(w http.ResponseWriter, r *http.Request, status 
 }
 
 func scheduleRow(sc schedule.Schedule) views.ScheduleRow {
-	loc := sc.Loc // the service's cached zone
-	if loc == nil {
-		loc = time.UTC
-	}
+	loc := sc.Loc // the service's cached zone; List and Get always set it (UTC for an unknown TZ)
 	when := func(t time.Time) string {
 		if t.IsZero() {
 			return ""

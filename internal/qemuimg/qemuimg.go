@@ -23,7 +23,7 @@ type CmdError struct {
 }
 
 func (e *CmdError) Error() string {
-	return fmt.Sprintf("%s: %v: %s", strings.Join(e.Args, " "), e.Err, strings.TrimSpace(e.Stderr))
+	return fmt.Sprintf("qemuimg: %s: %v: %s", strings.Join(e.Args, " "), e.Err, strings.TrimSpace(e.Stderr))
 }
 
 func (e *CmdError) Unwrap() error { return e.Err }
@@ -35,7 +35,7 @@ type MissingBinary struct {
 	Err  error
 }
 
-func (e *MissingBinary) Error() string { return "qemu: " + e.Name + " not found: " + e.Err.Error() }
+func (e *MissingBinary) Error() string { return "qemuimg: " + e.Name + " not found: " + e.Err.Error() }
 func (e *MissingBinary) Unwrap() error { return e.Err }
 
 // Binary resolves name (a path or a command in PATH), or returns a
@@ -113,7 +113,7 @@ func (t Tool) Info(ctx context.Context, path string, shared bool) (Info, error) 
 	}
 	var ii Info
 	if err := json.Unmarshal(out, &ii); err != nil {
-		return Info{}, fmt.Errorf("qemu-img info: %w", err)
+		return Info{}, fmt.Errorf("qemuimg: %s info: %w", t.bin(), err)
 	}
 	return ii, nil
 }

@@ -3,6 +3,7 @@ package qemuimg_test
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -39,12 +40,26 @@ func TestTool(t *testing.T) {
 
 	_, err = img.Info(ctx, filepath.Join(dir, "none.qcow2"), false)
 	var ce *qemuimg.CmdError
-	if !errors.As(err, &ce) || !strings.Contains(ce.Error(), "qemu-img info") || ce.Stderr == "" {
+	if !errors.As(err, &ce) || !strings.HasPrefix(ce.Error(), "qemuimg: qemu-img info") || ce.Stderr == "" {
 		t.Fatalf("Info of a missing file: %v; want a CmdError with qemu-img's stderr", err)
 	}
 	_, err = qemuimg.Tool("/nonexistent/qemu-img").Run(ctx, "--version")
 	var mb *qemuimg.MissingBinary
-	if !errors.As(err, &mb) || mb.Name != "/nonexistent/qemu-img" {
+	if !errors.As(err, &mb) || mb.Name != "/nonexistent/qemu-img" || !strings.HasPrefix(mb.Error(), "qemuimg: ") {
 		t.Fatalf("a missing qemu-img: %v; want MissingBinary", err)
+	}
+}
+
+// TestInfoUnreadable: output qemu-img should never give is an error of
+// this package, prefixed like the others. The stand-in binary only prints
+// the output; it tests the parsing, not qemu-img.
+func TestInfoUnreadable(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "qemu-img")
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\necho not json\n"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	_, err := qemuimg.Tool(bin).Info(context.Background(), "disk.qcow2", false)
+	if err == nil || !strings.HasPrefix(err.Error(), "qemuimg: "+bin+" info: ") {
+		t.Fatalf("Info of output that is not JSON: %v; want an error prefixed qemuimg: %s info", err, bin)
 	}
 }
