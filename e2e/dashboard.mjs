@@ -3,7 +3,8 @@
 // It finds a running VM, stops it through the VM page, checks the page,
 // another tab's inventory table (live, without a reload) and the activity
 // panel, starts it again, scales it through the form, and checks a
-// phone-width viewport. Screenshots go to <outdir>. It exits non-zero on the first failed check.
+// phone-width viewport. Screenshots go to <outdir>. It exits non-zero on
+// the first failed check.
 import { chromium } from 'playwright-core';
 import { mkdtemp, mkdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
