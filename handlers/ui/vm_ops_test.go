@@ -11,6 +11,7 @@ import (
 
 	"github.com/PuerkitoBio/goquery"
 
+	"github.com/corral-dev/corral/app/fleet"
 	"github.com/corral-dev/corral/backends"
 	"github.com/corral-dev/corral/backends/sim"
 	"github.com/corral-dev/corral/store"
@@ -304,5 +305,43 @@ func TestVMTemplateForm(t *testing.T) {
 		if rec.Header().Get("HX-Retarget") != "#flash" || !strings.Contains(d.Text(), tc.mentions) {
 			t.Errorf("%s: retarget %q, body %q; want the error area naming %q", tc.name, rec.Header().Get("HX-Retarget"), strings.TrimSpace(d.Text()), tc.mentions)
 		}
+	}
+}
+
+// TestMigratePhaseInActivityPanel: while a migration runs, the activity
+// panel shows its latest phase. The sim's failure injector holds the
+// migration after its first phase until the panel has been read.
+func TestMigratePhaseInActivityPanel(t *testing.T) {
+	held, release := make(chan struct{}), make(chan struct{})
+	calls := 0
+	b := sim.New(sim.Options{Context: "lab", Size: 30, Fail: func(op string) error {
+		if op == "migrate" {
+			calls++ // the trigger, then one per phase: the third waits
+			if calls == 3 {
+				close(held)
+				<-release
+			}
+		}
+		return nil
+	}})
+	e := newEnv(t, fleet.Options{}, b)
+	rec := e.do(http.MethodPost, web0+"/migrate", "section#summary", form(url.Values{"targetNode": {"node-1"}}))
+	if rec.Code != http.StatusOK {
+		t.Fatalf("migrate: %d %s", rec.Code, rec.Body.String())
+	}
+	<-held
+	act := doc(t, e.get("/ui/activity", "aside#activity"), http.StatusOK)
+	task := act.Find(testid("task") + `[data-action="migrate"]`)
+	if task.AttrOr("data-status", "") != "running" || !strings.HasSuffix(strings.TrimSpace(task.Find(testid("task-last")).Text()), ": Scheduling") {
+		t.Errorf("the panel during the migration: status %q, last line %q; want running at Scheduling",
+			task.AttrOr("data-status", ""), task.Find(testid("task-last")).Text())
+	}
+	close(release)
+	if tk := e.lastTask("migrate"); tk.Status != store.TaskDone {
+		t.Fatalf("migrate task = %+v", tk)
+	}
+	act = doc(t, e.get("/ui/activity", "aside#activity"), http.StatusOK)
+	if act.Find(testid("task-last")).Length() != 0 {
+		t.Error("a finished task still shows its last line in the panel")
 	}
 }
