@@ -21,16 +21,28 @@ import (
 // instances must offer none of the forms.
 type coreOnly struct{ backends.Backend }
 
+// migrateOnly migrates but cannot list its nodes, as KubeVirt's backend:
+// the migrate form asks for a node name or the scheduler.
+type migrateOnly struct {
+	backends.Backend
+	backends.Migrator
+}
+
 const (
 	cache2 = "/vm/sim/lab/-/cache-lab-0002" // stopped in a fresh sim
 	bare0  = "/vm/sim/bare/-/web-bare-0000" // running, on a backend without capabilities
+	kv0    = "/vm/sim/kv/-/web-kv-0000"     // running, on a backend that migrates only
 )
 
-// opsEnv is labEnv plus a context "bare" whose backend has only the core.
+// opsEnv is labEnv plus a context "bare" whose backend has only the core
+// and a context "kv" that migrates only.
 func opsEnv(t *testing.T) *env {
 	e := labEnv(t)
-	if err := e.fleet.Add(coreOnly{sim.New(sim.Options{Context: "bare", Size: 3})}); err != nil {
-		t.Fatal(err)
+	kv := sim.New(sim.Options{Context: "kv", Size: 3})
+	for _, b := range []backends.Backend{coreOnly{sim.New(sim.Options{Context: "bare", Size: 3})}, migrateOnly{kv, kv}} {
+		if err := e.fleet.Add(b); err != nil {
+			t.Fatal(err)
+		}
 	}
 	e.fleet.Refresh(context.Background())
 	return e
@@ -63,6 +75,7 @@ func TestVMOpsShownWhereSupported(t *testing.T) {
 		{"running on sim", web0, []string{"scale-form", "migrate-form"}},
 		{"stopped on sim", cache2, []string{"scale-form", "template-form", "clone-form"}},
 		{"no capabilities", bare0, nil},
+		{"migrate only", kv0, []string{"migrate-form"}},
 	} {
 		d := doc(t, e.get(tc.path, ""), http.StatusOK)
 		var got []string
@@ -92,6 +105,19 @@ func TestVMOpsShownWhereSupported(t *testing.T) {
 	}
 	if d.Find(testid("template-form")).Length() != 0 {
 		t.Error("a running VM is offered the template mark")
+	}
+
+	// A backend that cannot list its nodes: a typed name, or the scheduler.
+	d = doc(t, e.get(kv0, ""), http.StatusOK)
+	if d.Find("input"+testid("migrate-node")).AttrOr("type", "") != "text" || d.Find(testid("migrate-scheduler")).AttrOr("name", "") != "scheduler" {
+		t.Errorf("migrate form without a node list: %s", d.Find(testid("migrate-form")).Text())
+	}
+	rec := e.do(http.MethodPost, kv0+"/migrate", "section#summary", form(url.Values{"targetNode": {""}, "scheduler": {"1"}}))
+	if d := doc(t, rec, http.StatusOK); !strings.Contains(d.Find(testid("notice")).Text(), "a node the scheduler chooses") {
+		t.Errorf("migrate by the scheduler: %q", d.Find(testid("notice")).Text())
+	}
+	if tk := e.lastTask("migrate"); tk.Status != store.TaskDone || tk.Target != "sim/kv/-/web-kv-0000" {
+		t.Errorf("migrate task = %+v", tk)
 	}
 }
 
