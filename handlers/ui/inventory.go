@@ -103,19 +103,20 @@ func inventoryModel(q fleet.Query, pg fleet.Page, snap *fleet.Snapshot) views.In
 }
 
 func row(in backends.Instance) views.Row {
-	return views.Row{
-		Name:     in.Ref.Name,
-		URL:      vmURL(in.Ref),
-		Ref:      in.Ref.String(),
-		State:    string(in.State),
-		Backend:  string(in.Ref.Backend),
-		Context:  in.Ref.ContextKey(),
-		CPU:      strconv.Itoa(in.CPUs),
-		Memory:   sizeOrDash(in.MemoryMiB),
-		Disk:     sizeOrDash(in.DiskMiB),
-		IP:       in.IP,
-		Node:     in.Node,
-		Tags:     strings.Join(in.Tags, ", "),
-		Template: in.Template,
+	r := views.Row{
+		Name:    in.Ref.Name,
+		URL:     vmURL(in.Ref),
+		Ref:     in.Ref.String(),
+		State:   string(in.State),
+		Backend: string(in.Ref.Backend),
+		Context: in.Ref.ContextKey(),
+		CPU:     strconv.Itoa(in.CPUs),
+		Memory:  sizeOrDash(in.MemoryMiB),
+		Disk:    sizeOrDash(in.DiskMiB),
+		IP:      in.IP,
+		Node:    in.Node,
+		Tags:    strings.Join(in.Tags, ", "),
 	}
+	r.Template = in.Template
+	return r
 }
