@@ -2,8 +2,9 @@
 //   node dashboard.mjs <baseURL> <outdir>
 // It finds a running VM, stops it through the VM page, checks the page,
 // another tab's inventory table (live, without a reload) and the activity
-// panel, starts it again, and checks a phone-width viewport. Screenshots
-// go to <outdir>. It exits non-zero on the first failed check.
+// panel, starts it again, scales it through the form, and checks a
+// phone-width viewport. Screenshots go to <outdir>. It exits non-zero on
+// the first failed check.
 import { chromium } from 'playwright-core';
 import { mkdtemp, mkdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -42,7 +43,7 @@ try {
   // The datacenter page, desktop width.
   const dc = ctx.pages()[0] ?? await ctx.newPage();
   watch(dc, 'datacenter');
-  await dc.goto(`${base}/?state=running`);
+  await dc.goto(`${base}/?state=running&backend=sim`); // sim VMs scale
   await dc.waitForSelector(`${tid('instance-row')}[data-state="running"]`);
   await dc.waitForSelector(`${tid('live')}.on`); // the SSE stream is connected
   await dc.screenshot({ path: join(outdir, 'datacenter-desktop.png'), fullPage: true });
@@ -92,6 +93,20 @@ try {
   await vm.waitForSelector(`${tid('activity')} ${tid('task')}[data-action="start"][data-target="${ref}"]`);
   step('started again; page, table and activity agree');
   if (!(await marked(vm)) || !(await marked(dc))) throw new Error('a page reloaded during the power actions');
+
+  // Scale it through the VM page's form: the page and the other tab's row
+  // show the new CPU count without a reload.
+  const cpus = String(Number(await vm.locator(tid('fact-cpu')).innerText()) + 1);
+  await vm.fill(tid('scale-cpu'), cpus);
+  await vm.click(tid('scale-submit'));
+  await vm.waitForSelector(`${tid('fact-cpu')}:text-is("${cpus}")`);
+  await dc.waitForFunction(([r, c]) => {
+    const tr = document.querySelector(`tr[data-ref="${r}"]`);
+    return tr !== null && tr.children[4].textContent.trim() === c;
+  }, [ref, cpus]);
+  await vm.waitForSelector(`${tid('activity')} ${tid('task')}[data-action="scale"][data-target="${ref}"][data-status="done"]`);
+  if (!(await marked(vm)) || !(await marked(dc))) throw new Error('a page reloaded during the scale');
+  step(`scaled to ${cpus} CPU through the form; page, table and activity agree`);
 
   // A failed action lands in #flash, not in the summary.
   await vm.evaluate(() => htmx.ajax('POST', location.pathname + '/start', { target: '#summary', swap: 'outerHTML' }));

@@ -240,6 +240,9 @@ func (b *Backend) Power(ctx context.Context, ref backends.InstanceRef, action ba
 	if err != nil {
 		return err
 	}
+	if action == backends.ActionStart && in.inst.Template {
+		return backends.Refuse(backends.KindSim, "start", ref.Name+" is a template: clone it and start the clone, or unmark it first")
+	}
 	if !slices.Contains(tr.from, in.inst.State) {
 		return backends.Conflictf("cannot %s %s: it is %s", action, ref.Name, in.inst.State)
 	}

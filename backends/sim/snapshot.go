@@ -101,6 +101,7 @@ func (b *Backend) Clone(ctx context.Context, ref backends.InstanceRef, target st
 	}
 	c := clone(in.inst)
 	c.Ref = b.ref(target)
+	c.Template = false // the clone of a template is what gets started
 	c.Created = b.opts.Now()
 	b.instances[target] = &instance{inst: c}
 	return clone(c), nil

@@ -44,9 +44,23 @@ func (s *server) activityModel(ctx context.Context) views.Activity {
 	}
 	a := views.Activity{Tasks: make([]views.TaskRow, 0, len(ts))}
 	for _, t := range ts {
-		a.Tasks = append(a.Tasks, taskRow(t))
+		row := taskRow(t)
+		if t.Status == store.TaskRunning {
+			row.Last = s.lastLine(ctx, t.ID)
+		}
+		a.Tasks = append(a.Tasks, row)
 	}
 	return a
+}
+
+// lastLine is the latest log line of a running task, so the panel shows
+// where it is (a migration's phase); only running tasks pay the read.
+func (s *server) lastLine(ctx context.Context, id string) string {
+	_, lines, err := s.Tasks.Get(ctx, id)
+	if err != nil || len(lines) == 0 {
+		return ""
+	}
+	return lines[len(lines)-1].Line
 }
 
 func taskRow(t store.Task) views.TaskRow {

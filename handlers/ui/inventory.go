@@ -103,7 +103,7 @@ func inventoryModel(q fleet.Query, pg fleet.Page, snap *fleet.Snapshot) views.In
 }
 
 func row(in backends.Instance) views.Row {
-	return views.Row{
+	r := views.Row{
 		Name:    in.Ref.Name,
 		URL:     vmURL(in.Ref),
 		Ref:     in.Ref.String(),
@@ -117,4 +117,6 @@ func row(in backends.Instance) views.Row {
 		Node:    in.Node,
 		Tags:    strings.Join(in.Tags, ", "),
 	}
+	r.Template = in.Template
+	return r
 }

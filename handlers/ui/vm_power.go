@@ -12,8 +12,8 @@ import (
 // panel listens for it (the SSE stream says the same a moment later).
 const tasksChanged = "corral:tasks"
 
-// vmPost is POST /vm/{ref}/{action}: a power action, or delete after its
-// confirmation step.
+// vmPost is POST /vm/{ref}/{action}: a power action, delete after its
+// confirmation step, or one of the operations of vm_ops.go.
 func (s *server) vmPost(w http.ResponseWriter, r *http.Request) error {
 	text, action, err := vmPath(r)
 	if err != nil {
@@ -24,6 +24,14 @@ func (s *server) vmPost(w http.ResponseWriter, r *http.Request) error {
 		return backends.NotFoundf("no action named in the path")
 	case "delete":
 		return s.vmDelete(w, r, text)
+	case "scale":
+		return s.vmScale(w, r, text)
+	case "migrate":
+		return s.vmMigrate(w, r, text)
+	case "template":
+		return s.vmTemplate(w, r, text)
+	case "clone":
+		return s.vmClone(w, r, text)
 	}
 	return s.vmPower(w, r, text, action)
 }
@@ -48,8 +56,7 @@ func (s *server) vmPower(w http.ResponseWriter, r *http.Request, text, action st
 	if err != nil {
 		return err
 	}
-	sum := summary(in, s.hasConsoles(r.Context(), in))
-	sum.Admin = middleware.IdentityFrom(r.Context()).Admin
+	sum := s.summaryFor(r, in)
 	label := actionLabels[backends.Action(t.Action)]
 	if in.Type == backends.TypeCT {
 		label = ctActionLabels[backends.Action(t.Action)]

@@ -7,7 +7,6 @@ import (
 	"strconv"
 
 	"github.com/corral-dev/corral/backends"
-	"github.com/corral-dev/corral/handlers/middleware"
 	"github.com/corral-dev/corral/views"
 )
 
@@ -33,8 +32,7 @@ func (s *server) vmShow(w http.ResponseWriter, r *http.Request, text string) err
 		return err
 	}
 	frag := fragmentFor(r, "summary", "summary")
-	sum := summary(in, s.hasConsoles(r.Context(), in))
-	sum.Admin = middleware.IdentityFrom(r.Context()).Admin
+	sum := s.summaryFor(r, in)
 	v := views.VM{Page: s.page(r.Context(), r, in.Ref.Name, frag), Summary: sum}
 	if sum.Admin {
 		v.Move = s.moveDialog(in.Ref)
@@ -112,6 +110,7 @@ func summary(in backends.Instance, consoles bool) views.Summary {
 	if in.Template {
 		// A template is cloned, never started: its start is refused.
 		actions = slices.DeleteFunc(slices.Clone(actions), func(a backends.Action) bool { return a == backends.ActionStart })
+		s.Template = true
 		s.Facts = append(s.Facts, views.Fact{Label: "Template", Value: "yes: clone it to use it"})
 	}
 	for _, f := range in.Facts {
