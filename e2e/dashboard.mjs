@@ -97,6 +97,25 @@ try {
   // Scale it through the VM page's form: the page and the other tab's row
   // show the new CPU count without a reload.
   const cpus = String(Number(await vm.locator(tid('fact-cpu')).innerText()) + 1);
+  // A fleet change while the operator types does not wipe the form: the
+  // summary is not fetched again while one of its fields has the focus
+  // (the demo's own changes keep coming too). Once the field lost the
+  // focus, a fleet event fetches it again.
+  const summaryGets = [];
+  const isSummary = (req) => req.method() === 'GET' && req.headers()['hx-target'] === 'section#summary';
+  const onRequest = (req) => { if (isSummary(req)) summaryGets.push(req.url()); };
+  vm.on('request', onRequest);
+  await vm.fill(tid('scale-cpu'), cpus);
+  await vm.evaluate(() => { document.dispatchEvent(new Event('fleet')); return new Promise((r) => setTimeout(r, 500)); });
+  if (summaryGets.length !== 0 || (await vm.inputValue(tid('scale-cpu'))) !== cpus) {
+    throw new Error(`a fleet change fetched the summary ${summaryGets.length} times while its form was being filled: ${summaryGets.join(" ")}`);
+  }
+  await vm.evaluate(() => document.activeElement.blur());
+  const refetch = vm.waitForResponse((res) => isSummary(res.request()));
+  await vm.evaluate(() => document.dispatchEvent(new Event('fleet')));
+  await refetch;
+  vm.off('request', onRequest);
+  step('a fleet change does not reset a form being filled');
   await vm.fill(tid('scale-cpu'), cpus);
   await vm.click(tid('scale-submit'));
   await vm.waitForSelector(`${tid('fact-cpu')}:text-is("${cpus}")`);

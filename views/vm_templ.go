@@ -184,7 +184,7 @@ func SummaryView(s Summary) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 5, "\" hx-trigger=\"fleet from:document\" hx-swap=\"outerHTML\"><div class=\"summary-head\"><h1 data-testid=\"vm-name\">")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 5, "\" hx-trigger=\"fleet[!this.querySelector('input:focus, select:focus')] from:document\" hx-swap=\"outerHTML\"><div class=\"summary-head\"><h1 data-testid=\"vm-name\">")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
