@@ -78,7 +78,7 @@ func (s *Service) resize(ctx context.Context, who auth.Identity, surface, poolID
 	if size < 1 || size > MaxPoolSize {
 		return refuse(backends.Invalidf("size %d: accepted are 1 to %d (to remove a pool, delete it)", size, MaxPoolSize))
 	}
-	p, err := s.load(ctx, id)
+	p, err := s.fresh(ctx, id)
 	if err != nil {
 		return refuse(err)
 	}
@@ -98,12 +98,12 @@ func (s *Service) resize(ctx context.Context, who auth.Identity, surface, poolID
 	}
 	var res Resize
 	run := func(ctx context.Context, r *tasks.Run) error {
-		// One resize of a pool at a time in this process; the pool is
-		// read again under the lock (another resize may have run).
-		unlock := s.lock(DesktopID{Kind: "pool", Namespace: id.Namespace, Member: id.Pool})
+		// One change of a pool at a time in this process; the pool is
+		// read again under the lock, fresh (another resize may have run).
+		unlock := s.poolLock(id)
 		defer unlock()
 		defer s.changed()
-		p, err := s.load(ctx, id)
+		p, err := s.fresh(ctx, id)
 		if err != nil {
 			return err
 		}
