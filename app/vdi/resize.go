@@ -104,6 +104,9 @@ func (s *Service) resize(ctx context.Context, who auth.Identity, surface, poolID
 		defer unlock()
 		defer s.changed()
 		p, err := s.fresh(ctx, id)
+		if errors.Is(err, backends.ErrNotFound) {
+			return backends.NotFoundf("pool %s was deleted before the resize began: nothing was resized", id)
+		}
 		if err != nil {
 			return err
 		}

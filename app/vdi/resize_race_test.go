@@ -2,12 +2,15 @@ package vdi_test
 
 import (
 	"context"
+	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/corral-dev/corral/app/vdi"
+	"github.com/corral-dev/corral/backends"
 	"github.com/corral-dev/corral/store"
 )
 
@@ -90,5 +93,80 @@ func TestResizeReadsThePoolFresh(t *testing.T) {
 	release()
 	if err := <-claimed; err != nil {
 		t.Fatalf("the claimant's claim: %v", err)
+	}
+}
+
+// running waits until n tasks of action are running.
+func (e *env) running(t *testing.T, action string, n int) {
+	t.Helper()
+	for range 1000 {
+		ts, err := e.tasks.Recent(context.Background(), 50)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := 0
+		for _, tk := range ts {
+			if tk.Action == action && tk.Status == store.TaskRunning {
+				got++
+			}
+		}
+		if got >= n {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("%d tasks %q never ran", n, action)
+}
+
+// TestDeletePoolDuringGrowth: a delete of a pool that is growing waits
+// for the growth and deletes every member, those the growth made too; a
+// growth queued behind the delete finds the pool gone and says so (or,
+// when it ran first, its members are deleted with the pool).
+func TestDeletePoolDuringGrowth(t *testing.T) {
+	e := newEnv(t, vdi.Options{})
+	ctx := context.Background()
+	e.pool(t, 1, false)
+
+	cloning, releaseClone := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	e.fail.Hook("clone", func() {
+		once.Do(func() { close(cloning); <-releaseClone })
+	})
+	grown := make(chan struct{})
+	e.fail.Hook("delete", func() { <-grown }) // an unlocked delete is caught between its read and its end
+	type result struct {
+		r   vdi.Resize
+		err error
+	}
+	growth := make(chan result, 1)
+	go func() { r, err := e.svc.ResizePool(ctx, root, "cli", "vm/-/desk", 3); growth <- result{r, err} }()
+	<-cloning
+	deleted := make(chan error, 1)
+	go func() { deleted <- e.svc.DeletePool(ctx, admin, "vm/-/desk") }()
+	e.running(t, "vdi pool delete", 1)
+	late := make(chan result, 1)
+	go func() { r, err := e.svc.ResizePool(ctx, root, "cli", "vm/-/desk", 4); late <- result{r, err} }()
+	e.running(t, "vdi pool resize", 2)
+
+	close(releaseClone)
+	g := <-growth
+	close(grown)
+	if g.err != nil || !slices.Equal(g.r.Added, desks(2, 3)) {
+		t.Fatalf("the growth = %+v, %v", g.r, g.err)
+	}
+	if err := <-deleted; err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+	l := <-late
+	if l.err != nil && (!errors.Is(l.err, backends.ErrNotFound) || !strings.Contains(l.err.Error(), "was deleted before the resize began")) {
+		t.Fatalf("the growth queued behind the delete: %v", l.err)
+	}
+	if _, err := e.st.VDIPool(ctx, "vm/-/desk"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("the pool after the delete: %v", err)
+	}
+	for _, n := range []string{"desk-1", "desk-2", "desk-3", "desk-4"} {
+		if e.exists(t, n) {
+			t.Errorf("%s is left behind by the delete (the late growth: %+v, %v)", n, l.r, l.err)
+		}
 	}
 }
