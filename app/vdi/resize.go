@@ -281,10 +281,13 @@ func (s *Service) shrink(ctx context.Context, p *pool, size int, r *tasks.Run, o
 			return &backends.Error{Kind: cmp.Or(backends.KindOf(err), backends.ErrFailed), Err: err,
 				Msg: fmt.Sprintf("delete %s: %s; the pool keeps it (%d removed before): resize it again to retry", ref.Name, msg, len(out.Removed))}
 		}
-		if err := s.opts.Store.DeleteVDIMember(ctx, m.Desktop); err != nil && !errors.Is(err, store.ErrNotFound) {
+		// The VM is gone: its row and the hold go too, whatever the
+		// caller's context does now, or a member without a VM would stay
+		// held by the reconciler.
+		if err := s.opts.Store.DeleteVDIMember(context.WithoutCancel(ctx), m.Desktop); err != nil && !errors.Is(err, store.ErrNotFound) {
 			return err
 		}
-		if err := p.claims.Release(ctx, hold); err != nil {
+		if err := p.claims.Release(context.WithoutCancel(ctx), hold); err != nil {
 			s.opts.Log.Warn("vdi: the hold of a removed member stays until it expires", "desktop", d.String(), "err", err)
 		}
 		out.Removed = append(out.Removed, d.String())

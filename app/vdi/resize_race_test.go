@@ -170,3 +170,42 @@ func TestDeletePoolDuringGrowth(t *testing.T) {
 		}
 	}
 }
+
+// cancelStore cancels the caller's context as the member's row is
+// deleted: the caller went away between the VM's delete and the row's.
+type cancelStore struct {
+	*store.Store
+	cancel func()
+}
+
+func (c cancelStore) DeleteVDIMember(ctx context.Context, desktop string) error {
+	c.cancel()
+	return c.Store.DeleteVDIMember(ctx, desktop)
+}
+
+// TestShrinkCancelledAfterDelete: a shrink whose caller goes away once a
+// member's VM is deleted still unregisters that member and ends its
+// hold, so no member without a VM stays held by the reconciler.
+func TestShrinkCancelledAfterDelete(t *testing.T) {
+	e := newEnv(t, vdi.Options{})
+	e.pool(t, 2, false)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	svc := vdi.New(vdi.Options{Fleet: e.fleet, Tasks: e.tasks, Store: cancelStore{e.st, cancel}, Now: e.clock.Now})
+	if r, err := svc.ResizePool(ctx, root, "cli", "vm/-/desk", 1); err != nil {
+		t.Logf("the cancelled shrink: %+v, %v", r, err)
+	}
+	if e.exists(t, "desk-2") {
+		t.Fatalf("desk-2 was not deleted")
+	}
+	if got := e.members(t); !slices.Equal(got, desks(1)) {
+		t.Fatalf("members after the cancelled shrink: %v, want desk-1 only (desk-2 has no VM)", got)
+	}
+	if c, err := e.st.VDIClaim(context.Background(), "vm/-/desk-2"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("desk-2's hold after the cancelled shrink: %+v, %v", c, err)
+	}
+	// A claim gets desk-1, the only member.
+	if d, err := e.svc.Claim(context.Background(), alice, "rest", "vm/-/desk"); err != nil || d.ID != "vm/-/desk-1" {
+		t.Fatalf("claim after the cancelled shrink: %+v, %v", d, err)
+	}
+}

@@ -45,7 +45,7 @@ type failer struct {
 	hooks map[string]func() // op -> run (outside the lock) before the op
 }
 
-// Hook runs fn before every call of op until Unhook.
+// Hook runs fn before every call of op.
 func (f *failer) Hook(op string, fn func()) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -55,8 +55,6 @@ func (f *failer) Hook(op string, fn func()) {
 	f.hooks[op] = fn
 }
 
-// Unhook removes the hook of op.
-func (f *failer) Unhook(op string) { f.mu.Lock(); delete(f.hooks, op); f.mu.Unlock() }
 
 func (f *failer) Set(op string, after int) { f.mu.Lock(); f.ops[op] = after; f.mu.Unlock() }
 func (f *failer) Clear(op string)          { f.mu.Lock(); delete(f.ops, op); f.mu.Unlock() }
