@@ -55,7 +55,6 @@ func (f *failer) Hook(op string, fn func()) {
 	f.hooks[op] = fn
 }
 
-
 func (f *failer) Set(op string, after int) { f.mu.Lock(); f.ops[op] = after; f.mu.Unlock() }
 func (f *failer) Clear(op string)          { f.mu.Lock(); delete(f.ops, op); f.mu.Unlock() }
 func (f *failer) check(op string) error {
