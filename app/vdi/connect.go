@@ -28,7 +28,10 @@ type ConnectOption struct {
 	URL  string `json:"url"`
 	// Address is host:port of an RDP target that a native client on the
 	// server's machine reaches (qemu's forward), when the backend says.
-	Address string `json:"address,omitempty"`
+	// Only the in-process CLI (corral vdi connect --open) uses it: it is
+	// never in a REST answer, where it would let a holder past the RDP
+	// proxy's token check.
+	Address string `json:"-"`
 }
 
 // ConnectAnswer is the target of a desktop and its fallbacks, in the
