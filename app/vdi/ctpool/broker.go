@@ -78,9 +78,6 @@ func (s *Seam) Summaries(ctx context.Context) ([]vdi.PoolSummary, error) {
 
 // Claim implements vdi.CTPools.
 func (s *Seam) Claim(ctx context.Context, pool vdi.PoolID, holder string) (vdi.Claim, error, error) {
-	if vdi.Reserved(holder) {
-		return vdi.Claim{}, nil, backends.Invalidf("%q cannot claim a desktop: it is empty or a reserved identity (corral-vdi/...)", holder)
-	}
 	m, d, err := s.find(ctx, pool.Namespace, pool.Pool)
 	if err != nil {
 		return vdi.Claim{}, nil, err
