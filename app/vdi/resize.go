@@ -71,12 +71,12 @@ func (s *Service) resize(ctx context.Context, who auth.Identity, surface, poolID
 	if err != nil {
 		return refuse(backends.Invalidf("pool %q: accepted is vm/NAMESPACE/POOL", poolID))
 	}
+	if size < 1 || size > MaxPoolSize {
+		return refuse(backends.Invalidf("size %d: accepted are 1 to %d (to remove a pool, delete it)", size, MaxPoolSize))
+	}
 	if id.Kind == "ct" {
 		return refuse(backends.Invalidf("CT pool %s keeps its size in its definition: run corral vdi ct-pool apply %s -n %s --size %d (the reconciler then makes or removes members, never a claimed one)",
 			id, id.Pool, id.Namespace, size))
-	}
-	if size < 1 || size > MaxPoolSize {
-		return refuse(backends.Invalidf("size %d: accepted are 1 to %d (to remove a pool, delete it)", size, MaxPoolSize))
 	}
 	p, err := s.fresh(ctx, id)
 	if err != nil {
@@ -193,13 +193,17 @@ func (s *Service) grow(ctx context.Context, p *pool, size int, r *tasks.Run, out
 // kept is the error of a growth that stopped at step: the members made
 // before it stay in the pool, and the message says so.
 func kept(err error, step string, p *pool, out *Resize) error {
-	msg := backends.SafeMessage(err)
-	if msg == "" {
-		msg = "the backend failed"
-	}
-	return &backends.Error{Kind: cmp.Or(backends.KindOf(err), backends.ErrFailed),
-		Msg: fmt.Sprintf("%s: %s; the pool keeps the %d members made before (it has %d of %d): resize it again to retry",
-			step, msg, len(out.Added), len(p.Members)+len(out.Added), out.To), Err: err}
+	return stopped(err, step, fmt.Sprintf("the pool keeps the %d members made before (it has %d of %d)",
+		len(out.Added), len(p.Members)+len(out.Added), out.To))
+}
+
+// stopped is the error of a resize that stopped at step on err: its
+// kind (a backend failure when it has none), err's safe message, what
+// the pool keeps, and the remedy; err stays the cause for the log.
+func stopped(err error, step, keeps string) error {
+	msg := cmp.Or(backends.SafeMessage(err), "the backend failed")
+	return &backends.Error{Kind: cmp.Or(backends.KindOf(err), backends.ErrFailed), Err: err,
+		Msg: fmt.Sprintf("%s: %s; %s: resize it again to retry", step, msg, keeps)}
 }
 
 // desktopIDs returns every registered desktop ID.
@@ -277,9 +281,7 @@ func (s *Service) shrink(ctx context.Context, p *pool, size int, r *tasks.Run, o
 		}
 		if err != nil && !errors.Is(err, backends.ErrNotFound) {
 			_ = p.claims.Release(context.WithoutCancel(ctx), hold)
-			msg := cmp.Or(backends.SafeMessage(err), "the backend failed")
-			return &backends.Error{Kind: cmp.Or(backends.KindOf(err), backends.ErrFailed), Err: err,
-				Msg: fmt.Sprintf("delete %s: %s; the pool keeps it (%d removed before): resize it again to retry", ref.Name, msg, len(out.Removed))}
+			return stopped(err, "delete "+ref.Name, fmt.Sprintf("the pool keeps it (%d removed before)", len(out.Removed)))
 		}
 		// The VM is gone: its row and the hold go too, whatever the
 		// caller's context does now, or a member without a VM would stay

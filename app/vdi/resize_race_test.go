@@ -209,3 +209,25 @@ func TestShrinkCancelledAfterDelete(t *testing.T) {
 		t.Fatalf("claim after the cancelled shrink: %+v, %v", d, err)
 	}
 }
+
+// TestShrinkDeleteFails: a member whose VM cannot be deleted stops the
+// shrink with the backend's safe message, what the pool keeps, and the
+// remedy; the member stays, unheld.
+func TestShrinkDeleteFails(t *testing.T) {
+	e := newEnv(t, vdi.Options{})
+	ctx := context.Background()
+	e.pool(t, 2, false)
+	e.fail.Set("delete", 0)
+	_, err := e.svc.ResizePool(ctx, root, "cli", "vm/-/desk", 1)
+	want := "delete desk-2: simulated delete failure; the pool keeps it (0 removed before): resize it again to retry"
+	if !errors.Is(err, backends.ErrFailed) || backends.SafeMessage(err) != want {
+		t.Fatalf("shrink with a failing delete: %v, want %q", err, want)
+	}
+	e.fail.Clear("delete")
+	if got := e.members(t); !slices.Equal(got, desks(1, 2)) {
+		t.Fatalf("members after the failed shrink: %v", got)
+	}
+	if c, err := e.st.VDIClaim(ctx, "vm/-/desk-2"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("desk-2's hold after the failed shrink: %+v, %v", c, err)
+	}
+}
