@@ -12,11 +12,20 @@ import (
 )
 
 // unreadCT is a CT seam holding one claim whose member it reads as view:
-// only the claim lookup and the member read are used by Connect.
+// only the claim lookups and the member read are used by Connect and the
+// name lookup.
 type unreadCT struct {
 	vdi.CTPools // nil: any other call panics
 	claim       vdi.Claim
 	view        vdi.MemberView
+	claimsErr   error // what Claims answers
+}
+
+func (u unreadCT) Claims(context.Context) ([]vdi.Claim, error) {
+	if u.claimsErr != nil {
+		return nil, u.claimsErr
+	}
+	return []vdi.Claim{u.claim}, nil
 }
 
 func (u unreadCT) Get(_ context.Context, d vdi.DesktopID) (vdi.Claim, error) {
@@ -58,5 +67,25 @@ func TestConnectCTMemberUnread(t *testing.T) {
 				t.Fatalf("connect = %v, want kind %v saying %q", err, tc.kind, tc.has)
 			}
 		})
+	}
+}
+
+// TestResolveDesktopCTUnreadable: a member name looked up while the CT
+// claims cannot be read is that error (503 naming the context), not "no
+// desktop named X", unless a VM desktop has the name.
+func TestResolveDesktopCTUnreadable(t *testing.T) {
+	down := backends.Unavailable("edge", errors.New("dial tcp: refused"))
+	e := newEnv(t, vdi.Options{CT: unreadCT{claimsErr: down}})
+	e.pool(t, 1, false)
+	ctx := context.Background()
+	for _, tc := range []struct{ kind, name, want string }{{"", "desk-1", "vm/-/desk-1"}, {"vm", "desk-1", "vm/-/desk-1"}} {
+		if got, err := e.svc.ResolveDesktopKind(ctx, tc.kind, tc.name); err != nil || got != tc.want {
+			t.Errorf("resolve %s (kind %q) = %q, %v; want %s", tc.name, tc.kind, got, err, tc.want)
+		}
+	}
+	for _, tc := range []struct{ kind, name string }{{"", "lab-1"}, {"ct", "lab-1"}, {"ct", "desk-1"}} {
+		if got, err := e.svc.ResolveDesktopKind(ctx, tc.kind, tc.name); !errors.Is(err, backends.ErrUnavailable) || !strings.Contains(err.Error(), "context edge is unreachable") {
+			t.Errorf("resolve %s (kind %q) with the CT claims unreadable = %q, %v; want Unavailable naming the context", tc.name, tc.kind, got, err)
+		}
 	}
 }
