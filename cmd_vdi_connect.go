@@ -64,11 +64,11 @@ func vdiConnect(ctx context.Context, svc *vdi.Service, args []string, out io.Wri
 	if !*open {
 		return nil
 	}
-	argv, err := openCommand(c, *base, os.Getenv, runtime.GOOS)
+	argv, manual, err := openCommand(c, *base, os.Getenv, runtime.GOOS)
 	if err != nil {
 		return err
 	}
-	if err := launch(argv, target); err != nil {
+	if err := launch(argv, manual); err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "opened: %s\n", strings.Join(argv, " "))

@@ -24,20 +24,24 @@ func TestOpenCommand(t *testing.T) {
 		name, base, browser, goos string
 		c                         vdi.ConnectAnswer
 		want                      []string
+		manual                    string // what to open by hand
 		err                       string
 	}{
-		{"rdp without --url: xfreerdp", "", "", "linux", rdp, []string{"xfreerdp", "/v:127.0.0.1:40001"}, ""},
-		{"rdp with --url: the browser", "https://c.test/", "", "linux", rdp, []string{"xdg-open", "https://c.test/console/qemu/local/-/desk-1?kind=rdp"}, ""},
-		{"vnc with --url on macOS", "https://c.test", "", "darwin", vnc, []string{"open", "https://c.test/console/qemu/local/-/desk-1?kind=vnc"}, ""},
+		{"rdp without --url: xfreerdp", "", "", "linux", rdp, []string{"xfreerdp", "/v:127.0.0.1:40001"}, "127.0.0.1:40001", ""},
+		{"rdp with --url: the browser", "https://c.test/", "", "linux", rdp, []string{"xdg-open", "https://c.test/console/qemu/local/-/desk-1?kind=rdp"},
+			"https://c.test/console/qemu/local/-/desk-1?kind=rdp", ""},
+		{"vnc with --url on macOS", "https://c.test", "", "darwin", vnc, []string{"open", "https://c.test/console/qemu/local/-/desk-1?kind=vnc"},
+			"https://c.test/console/qemu/local/-/desk-1?kind=vnc", ""},
 		{"$BROWSER with arguments", "https://c.test", "firefox --new-window:chromium", "linux", term,
-			[]string{"firefox", "--new-window", "https://c.test/console/kubevirt/c/ns/desk-1?kind=serial"}, ""},
-		{"$BROWSER with %s", "https://c.test", "browse --url=%s", "linux", vnc, []string{"browse", "--url=https://c.test/console/qemu/local/-/desk-1?kind=vnc"}, ""},
-		{"vnc without --url", "", "", "linux", vnc, nil, "give --url BASE"},
-		{"terminal without --url", "", "firefox", "linux", term, nil, "offers TERMINAL"},
-		{"rdp without an address nor --url", "", "", "linux", rdpNoAddr, nil, "has no address this machine reaches"},
+			[]string{"firefox", "--new-window", "https://c.test/console/kubevirt/c/ns/desk-1?kind=serial"}, "https://c.test/console/kubevirt/c/ns/desk-1?kind=serial", ""},
+		{"$BROWSER with %s", "https://c.test", "browse --url=%s", "linux", vnc, []string{"browse", "--url=https://c.test/console/qemu/local/-/desk-1?kind=vnc"},
+			"https://c.test/console/qemu/local/-/desk-1?kind=vnc", ""},
+		{"vnc without --url", "", "", "linux", vnc, nil, "", "give --url BASE"},
+		{"terminal without --url", "", "firefox", "linux", term, nil, "", "offers TERMINAL"},
+		{"rdp without an address nor --url", "", "", "linux", rdpNoAddr, nil, "", "has no address this machine reaches"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := openCommand(tc.c, tc.base, func(k string) string {
+			got, manual, err := openCommand(tc.c, tc.base, func(k string) string {
 				if k == "BROWSER" {
 					return tc.browser
 				}
@@ -49,8 +53,8 @@ func TestOpenCommand(t *testing.T) {
 				}
 				return
 			}
-			if err != nil || !slices.Equal(got, tc.want) {
-				t.Fatalf("openCommand = %q, %v; want %q", got, err, tc.want)
+			if err != nil || !slices.Equal(got, tc.want) || manual != tc.manual {
+				t.Fatalf("openCommand = %q, %q, %v; want %q, %q", got, manual, err, tc.want, tc.manual)
 			}
 		})
 	}
@@ -62,8 +66,8 @@ func TestOpenCommand(t *testing.T) {
 func TestLaunch(t *testing.T) {
 	dir := t.TempDir()
 	t.Setenv("PATH", dir)
-	err := launch([]string{"xfreerdp", "/v:127.0.0.1:1"}, "/console/x")
-	if err == nil || !strings.Contains(err.Error(), "freerdp2-x11") || !strings.Contains(err.Error(), "open /console/x yourself") {
+	err := launch([]string{"xfreerdp", "/v:127.0.0.1:1"}, "127.0.0.1:1")
+	if err == nil || !strings.Contains(err.Error(), "freerdp2-x11") || !strings.Contains(err.Error(), "open 127.0.0.1:1 yourself") {
 		t.Fatalf("launch of an absent xfreerdp: %v", err)
 	}
 	if err := launch([]string{"xdg-open", "https://c.test/x"}, "https://c.test/x"); err == nil || !strings.Contains(err.Error(), "xdg-utils") {

@@ -111,6 +111,16 @@ func SafeMessage(err error) string {
 	return ""
 }
 
+// ProbeReason returns the safe message of a probe's error (a console
+// that did not answer), or "it did not answer" when it has none: the
+// reason shown for a skipped or refused console.
+func ProbeReason(err error) string {
+	if m := SafeMessage(err); m != "" {
+		return m
+	}
+	return "it did not answer"
+}
+
 // KindOf returns the kind err wraps, or nil for an error of no kind (an
 // internal error).
 func KindOf(err error) error {

@@ -28,7 +28,10 @@ type ConnectOption struct {
 	URL  string `json:"url"`
 	// Address is host:port of an RDP target that a native client on the
 	// server's machine reaches (qemu's forward), when the backend says.
-	Address string `json:"address,omitempty"`
+	// Only the in-process CLI (corral vdi connect --open) uses it: it is
+	// never in a REST answer, where it would let a holder past the RDP
+	// proxy's token check.
+	Address string `json:"-"`
 }
 
 // ConnectAnswer is the target of a desktop and its fallbacks, in the
@@ -111,7 +114,7 @@ func (s *Service) Connect(ctx context.Context, who auth.Identity, desktop string
 			}
 			opts = append(opts, o)
 		case canProbe:
-			out.Skipped = append(out.Skipped, "rdp: "+reason(rdpErr))
+			out.Skipped = append(out.Skipped, "rdp: "+backends.ProbeReason(rdpErr))
 		default:
 			out.Skipped = append(out.Skipped, "rdp: the "+string(ref.Backend)+" backend offers no RDP console for it")
 		}
@@ -131,14 +134,6 @@ func (s *Service) Connect(ctx context.Context, who auth.Identity, desktop string
 	}
 	out.Target, out.Fallbacks = opts[0], append(out.Fallbacks, opts[1:]...)
 	return out, nil
-}
-
-// reason is an RDP probe's error as the skip reason (safe to show).
-func reason(err error) string {
-	if m := backends.SafeMessage(err); m != "" {
-		return m
-	}
-	return "it did not answer"
 }
 
 // ConsoleAccess decides whether who may open a console of instance ref

@@ -21,9 +21,12 @@ func (s *Service) connectCT(ctx context.Context, who auth.Identity, desktop stri
 		return ConnectAnswer{}, backends.Conflictf("the claim on %s expired: claim the pool %s again", c.Desktop, pool)
 	}
 	m := ct.Members(ctx, []Claim{c})[0]
+	if m.Err != nil {
+		return ConnectAnswer{}, m.Err
+	}
 	ref, err := backends.ParseRef(m.Ref)
 	if err != nil {
-		return ConnectAnswer{}, backends.NotFoundf("desktop %s: its pool %s is gone", c.Desktop, pool)
+		return ConnectAnswer{}, backends.NotFoundf("desktop %s: member not found in the clusters of pool %s", c.Desktop, pool)
 	}
 	switch {
 	case m.Running:

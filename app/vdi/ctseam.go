@@ -53,6 +53,9 @@ type MemberView struct {
 	Ref     string // canonical ref; "" when the member was not found
 	Phase   string // the state as the pool status names it ("Unknown")
 	Running bool
+	// Err says why the member could not be read (its cluster unreachable,
+	// a list refused); Ref is "" and Phase "Unknown" then.
+	Err error
 }
 
 func isCT(desktop string) bool { return strings.HasPrefix(desktop, "ct/") }

@@ -176,7 +176,7 @@ func (s *Service) describe(ctx context.Context, p *pool) (Pool, error) {
 }
 
 // DeletePool ends every claim of the pool, deletes its members and
-// forgets it. A member that cannot be deleted keeps the pool, so the
+// forgets it, after a resize of the pool running in this process. A member that cannot be deleted keeps the pool, so the
 // delete can be run again. It runs as the task "vdi pool delete".
 func (s *Service) DeletePool(ctx context.Context, o tasks.Origin, poolID string) error {
 	spec := tasks.Spec{Action: "vdi pool delete", Target: poolID, Origin: o}
@@ -185,11 +185,19 @@ func (s *Service) DeletePool(ctx context.Context, o tasks.Origin, poolID string)
 	if err != nil {
 		return s.opts.Tasks.Refused(ctx, spec, backends.Invalidf("pool %q: accepted is vm/NAMESPACE/POOL", poolID))
 	}
-	p, err := s.load(ctx, id)
-	if err != nil {
+	if _, err := s.fresh(ctx, id); err != nil {
 		return s.opts.Tasks.Refused(ctx, spec, err)
 	}
 	_, err = s.opts.Tasks.Do(ctx, spec, func(ctx context.Context, r *tasks.Run) error {
+		// A growth of the pool registers members as it clones: the delete
+		// waits for it and reads the members after, so none is left
+		// behind without its row.
+		unlock := s.poolLock(id)
+		defer unlock()
+		p, err := s.fresh(ctx, id)
+		if err != nil {
+			return err
+		}
 		claims, err := p.claims.List(ctx, id.Kind, id.Namespace, id.Pool)
 		if err != nil {
 			return err

@@ -71,14 +71,14 @@ func (s *Service) resize(ctx context.Context, who auth.Identity, surface, poolID
 	if err != nil {
 		return refuse(backends.Invalidf("pool %q: accepted is vm/NAMESPACE/POOL", poolID))
 	}
+	if size < 1 || size > MaxPoolSize {
+		return refuse(backends.Invalidf("size %d: accepted are 1 to %d (to remove a pool, delete it)", size, MaxPoolSize))
+	}
 	if id.Kind == "ct" {
 		return refuse(backends.Invalidf("CT pool %s keeps its size in its definition: run corral vdi ct-pool apply %s -n %s --size %d (the reconciler then makes or removes members, never a claimed one)",
 			id, id.Pool, id.Namespace, size))
 	}
-	if size < 1 || size > MaxPoolSize {
-		return refuse(backends.Invalidf("size %d: accepted are 1 to %d (to remove a pool, delete it)", size, MaxPoolSize))
-	}
-	p, err := s.load(ctx, id)
+	p, err := s.fresh(ctx, id)
 	if err != nil {
 		return refuse(err)
 	}
@@ -98,12 +98,15 @@ func (s *Service) resize(ctx context.Context, who auth.Identity, surface, poolID
 	}
 	var res Resize
 	run := func(ctx context.Context, r *tasks.Run) error {
-		// One resize of a pool at a time in this process; the pool is
-		// read again under the lock (another resize may have run).
-		unlock := s.lock(DesktopID{Kind: "pool", Namespace: id.Namespace, Member: id.Pool})
+		// One change of a pool at a time in this process; the pool is
+		// read again under the lock, fresh (another resize may have run).
+		unlock := s.poolLock(id)
 		defer unlock()
 		defer s.changed()
-		p, err := s.load(ctx, id)
+		p, err := s.fresh(ctx, id)
+		if errors.Is(err, backends.ErrNotFound) {
+			return backends.NotFoundf("pool %s was deleted before the resize began: nothing was resized", id)
+		}
 		if err != nil {
 			return err
 		}
@@ -190,13 +193,17 @@ func (s *Service) grow(ctx context.Context, p *pool, size int, r *tasks.Run, out
 // kept is the error of a growth that stopped at step: the members made
 // before it stay in the pool, and the message says so.
 func kept(err error, step string, p *pool, out *Resize) error {
-	msg := backends.SafeMessage(err)
-	if msg == "" {
-		msg = "the backend failed"
-	}
-	return &backends.Error{Kind: cmp.Or(backends.KindOf(err), backends.ErrFailed),
-		Msg: fmt.Sprintf("%s: %s; the pool keeps the %d members made before (it has %d of %d): resize it again to retry",
-			step, msg, len(out.Added), len(p.Members)+len(out.Added), out.To), Err: err}
+	return stopped(err, step, fmt.Sprintf("the pool keeps the %d members made before (it has %d of %d)",
+		len(out.Added), len(p.Members)+len(out.Added), out.To))
+}
+
+// stopped is the error of a resize that stopped at step on err: its
+// kind (a backend failure when it has none), err's safe message, what
+// the pool keeps, and the remedy; err stays the cause for the log.
+func stopped(err error, step, keeps string) error {
+	msg := cmp.Or(backends.SafeMessage(err), "the backend failed")
+	return &backends.Error{Kind: cmp.Or(backends.KindOf(err), backends.ErrFailed), Err: err,
+		Msg: fmt.Sprintf("%s: %s; %s: resize it again to retry", step, msg, keeps)}
 }
 
 // desktopIDs returns every registered desktop ID.
@@ -274,14 +281,15 @@ func (s *Service) shrink(ctx context.Context, p *pool, size int, r *tasks.Run, o
 		}
 		if err != nil && !errors.Is(err, backends.ErrNotFound) {
 			_ = p.claims.Release(context.WithoutCancel(ctx), hold)
-			msg := cmp.Or(backends.SafeMessage(err), "the backend failed")
-			return &backends.Error{Kind: cmp.Or(backends.KindOf(err), backends.ErrFailed), Err: err,
-				Msg: fmt.Sprintf("delete %s: %s; the pool keeps it (%d removed before): resize it again to retry", ref.Name, msg, len(out.Removed))}
+			return stopped(err, "delete "+ref.Name, fmt.Sprintf("the pool keeps it (%d removed before)", len(out.Removed)))
 		}
-		if err := s.opts.Store.DeleteVDIMember(ctx, m.Desktop); err != nil && !errors.Is(err, store.ErrNotFound) {
+		// The VM is gone: its row and the hold go too, whatever the
+		// caller's context does now, or a member without a VM would stay
+		// held by the reconciler.
+		if err := s.opts.Store.DeleteVDIMember(context.WithoutCancel(ctx), m.Desktop); err != nil && !errors.Is(err, store.ErrNotFound) {
 			return err
 		}
-		if err := p.claims.Release(ctx, hold); err != nil {
+		if err := p.claims.Release(context.WithoutCancel(ctx), hold); err != nil {
 			s.opts.Log.Warn("vdi: the hold of a removed member stays until it expires", "desktop", d.String(), "err", err)
 		}
 		out.Removed = append(out.Removed, d.String())

@@ -162,6 +162,7 @@ func TestResizePool(t *testing.T) {
 		{"no pool", root, "vm/-/nope", 2, backends.ErrNotFound, "does not exist"},
 		{"bad id", root, "desk", 2, backends.ErrInvalid, "vm/NAMESPACE/POOL"},
 		{"a CT pool", root, "ct/ns/desk", 5, backends.ErrInvalid, "corral vdi ct-pool apply desk -n ns --size 5"},
+		{"a CT pool, size 0", root, "ct/ns/desk", 0, backends.ErrInvalid, "size 0: accepted are 1 to 200"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := e.svc.ResizePool(ctx, tc.who, "rest", tc.pool, tc.size); !errors.Is(err, tc.kind) || !strings.Contains(err.Error(), tc.has) {

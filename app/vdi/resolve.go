@@ -32,7 +32,8 @@ func (s *Service) ResolvePool(ctx context.Context, text string) (string, error) 
 // member, or a claimed CT pool member. The kind tells a CT member and a
 // VM of the same name apart (corral vdi connect --kind). A CT member is
 // found while it is claimed (its Lease names it); one without a claim
-// has nothing to connect to.
+// has nothing to connect to. When the CT claims cannot be read, the
+// answer is that error unless a VM desktop (kind "") has the name.
 func (s *Service) ResolveDesktopKind(ctx context.Context, kind, text string) (string, error) {
 	if kind != "" && kind != "vm" && kind != "ct" {
 		return "", backends.Invalidf("kind %q: accepted are vm and ct", kind)
@@ -59,8 +60,12 @@ func (s *Service) ResolveDesktopKind(ctx context.Context, kind, text string) (st
 	}
 	if kind != "vm" && s.opts.CT != nil {
 		claims, err := s.opts.CT.Claims(ctx)
-		if err != nil && kind == "ct" {
+		switch {
+		case err != nil && (kind == "ct" || len(found) == 0):
+			// An unreachable cluster is not "no desktop of that name".
 			return "", err
+		case err != nil:
+			s.opts.Log.Warn("vdi: CT desktops not searched; the VM desktop is taken", "name", text, "err", err)
 		}
 		for _, c := range claims {
 			if c.Desktop.Member == text {

@@ -164,6 +164,26 @@ func (s *Service) load(ctx context.Context, id PoolID) (*pool, error) {
 	return s.wrap(row)
 }
 
+// fresh reads the pool now, not through the shared load: a change of the
+// pool (a resize, a delete) decides on rows read under its lock, never on
+// a load begun before the previous change committed.
+func (s *Service) fresh(ctx context.Context, id PoolID) (*pool, error) {
+	row, err := s.opts.Store.VDIPool(ctx, id.String())
+	if errors.Is(err, store.ErrNotFound) {
+		return nil, backends.NotFoundf("pool %s does not exist", id)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return s.wrap(row)
+}
+
+// poolLock serializes the changes of one pool in this process: its
+// resizes and its delete.
+func (s *Service) poolLock(id PoolID) func() {
+	return s.lock(DesktopID{Kind: "pool", Namespace: id.Namespace, Member: id.Pool})
+}
+
 func (s *Service) wrap(row store.VDIPool) (*pool, error) {
 	id, err := ParsePoolID(row.ID)
 	if err != nil {

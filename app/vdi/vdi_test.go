@@ -40,13 +40,30 @@ type env struct {
 
 // failer makes the simulated backend fail the operations it names.
 type failer struct {
-	mu  sync.Mutex
-	ops map[string]int // op -> calls left that succeed before failing; -1 fails always
+	mu    sync.Mutex
+	ops   map[string]int    // op -> calls left that succeed before failing; -1 fails always
+	hooks map[string]func() // op -> run (outside the lock) before the op
+}
+
+// Hook runs fn before every call of op.
+func (f *failer) Hook(op string, fn func()) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.hooks == nil {
+		f.hooks = map[string]func(){}
+	}
+	f.hooks[op] = fn
 }
 
 func (f *failer) Set(op string, after int) { f.mu.Lock(); f.ops[op] = after; f.mu.Unlock() }
 func (f *failer) Clear(op string)          { f.mu.Lock(); delete(f.ops, op); f.mu.Unlock() }
 func (f *failer) check(op string) error {
+	f.mu.Lock()
+	hook := f.hooks[op]
+	f.mu.Unlock()
+	if hook != nil {
+		hook()
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	n, ok := f.ops[op]

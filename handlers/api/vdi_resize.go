@@ -3,6 +3,7 @@ package api
 import (
 	"net/http"
 
+	"github.com/corral-dev/corral/app/vdi"
 	"github.com/corral-dev/corral/backends"
 	"github.com/corral-dev/corral/handlers/middleware"
 )
@@ -15,7 +16,8 @@ type resizeBody struct {
 // resize answers PATCH /api/vdi/pools/{kind}/{ns}/{pool} {"size": N}
 // (admins): a growth clones in the background, 202 with its task; a
 // shrink (unclaimed members only; 400 naming the claimed ones when too
-// few are free) or no change is done first, 200. A CT pool is refused
+// few are free; 409 when members were claimed while it ran, after
+// removing some) or no change is done first, 200. A CT pool is refused
 // with its remedy (corral vdi ct-pool apply).
 func (v vdiAPI) resize(w http.ResponseWriter, r *http.Request) error {
 	var body resizeBody
@@ -23,7 +25,7 @@ func (v vdiAPI) resize(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if body.Size == nil {
-		return backends.Invalidf(`no size: the body is {"size": N}, N from 1 to 200`)
+		return backends.Invalidf(`no size: the body is {"size": N}, N from 1 to %d`, vdi.MaxPoolSize)
 	}
 	res, started, err := v.VDI.StartResizePool(r.Context(), middleware.IdentityFrom(r.Context()), "rest", pathID(r, "pool"), *body.Size)
 	if err != nil {

@@ -33,13 +33,18 @@ const peerToken = "0123456789abcdef0123456789abcdef"
 // the peer token.
 func vdiServer(t *testing.T, broker bool) *httptest.Server {
 	t.Helper()
+	return vdiServerOn(t, broker, sim.New(sim.Options{Context: "lab"}))
+}
+
+// vdiServerOn is vdiServer over lab, a simulated context named lab.
+func vdiServerOn(t *testing.T, broker bool, lab backends.Backend) *httptest.Server {
+	t.Helper()
 	ctx := context.Background()
 	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "c.db"), store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	lab := sim.New(sim.Options{Context: "lab"})
 	if _, err := lab.Create(ctx, backends.Spec{Name: "gold", Type: backends.TypeVM, CPUs: 1, MemoryMiB: 512}); err != nil {
 		t.Fatal(err)
 	}

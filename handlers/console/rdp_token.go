@@ -123,7 +123,7 @@ func (s *server) rdpToken(w http.ResponseWriter, r *http.Request) error {
 			return err // stopped meanwhile, gone, refused: its own words
 		}
 		if err != nil {
-			return &backends.Error{Kind: backends.ErrUnavailable, Msg: t.ref.Name + "'s RDP console does not answer (" + reasonOf(err) + "): start the RDP service in its guest, or open its VNC or serial console", Err: err}
+			return &backends.Error{Kind: backends.ErrUnavailable, Msg: t.ref.Name + "'s RDP console does not answer (" + backends.ProbeReason(err) + "): start the RDP service in its guest, or open its VNC or serial console", Err: err}
 		}
 	}
 	label := rdpLabel(t.ref)
@@ -141,12 +141,3 @@ func (s *server) rdpToken(w http.ResponseWriter, r *http.Request) error {
 // is dialed through the backend); IronRDP uses its host part as the
 // server's name.
 func rdpLabel(ref backends.InstanceRef) string { return ref.Name + ":3389" }
-
-// reasonOf is a probe's error as the reason the token is refused (safe
-// to show).
-func reasonOf(err error) string {
-	if m := backends.SafeMessage(err); m != "" {
-		return m
-	}
-	return "it did not answer"
-}

@@ -14,7 +14,8 @@ import (
 // desktopPoolResize is POST /desktops/pools/resize (pool, size): the
 // pool grows by clones or loses unclaimed members before the answer (a
 // task, "vdi pool resize"); to htmx the #admin-pools region with the
-// notice, else a redirect to the page with it.
+// notice and the tasks-changed event, else a redirect to the page with
+// it.
 func (s *server) desktopPoolResize(w http.ResponseWriter, r *http.Request) error {
 	id := r.PostFormValue("pool")
 	if id == "" {
@@ -43,5 +44,6 @@ func (s *server) desktopPoolResize(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
+	w.Header().Set("HX-Trigger", tasksChanged) // the activity panel shows the resize's task
 	return renderPage(w, r, http.StatusOK, views.DesktopPoolsPage(p), "admin-pools")
 }

@@ -3,6 +3,7 @@ package ui_test
 import (
 	"context"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/corral-dev/corral/app/auth"
 	"github.com/corral-dev/corral/app/tasks"
 	"github.com/corral-dev/corral/app/vdi"
+	"github.com/corral-dev/corral/views"
 )
 
 // TestDesktopPoolResize: the pools page's size form (admins): to htmx
@@ -44,6 +46,9 @@ func TestDesktopPoolResize(t *testing.T) {
 		!strings.Contains(d.Find(`[data-testid="pools-notice"]`).Text(), "Pool vm/-/desk has 3 members (was 2). Added vm/-/desk-3.") {
 		t.Fatalf("htmx grow to 3:\n%s", rec.Body.String())
 	}
+	if got := rec.Header().Get("HX-Trigger"); got != "corral:tasks" {
+		t.Errorf("htmx grow: HX-Trigger %q, want corral:tasks (the activity panel shows the task)", got)
+	}
 	// Two claims; a shrink to 1 is refused into #flash, a shrink to 2
 	// without JavaScript redirects with the notice.
 	for _, who := range []string{"alice@example.com", "bob@example.com"} {
@@ -66,6 +71,33 @@ func TestDesktopPoolResize(t *testing.T) {
 	for _, h := range []string{"alice@example.com", "bob@example.com"} {
 		if !strings.Contains(d.Find(`[data-testid="admin-pool"]`).Text(), h) {
 			t.Errorf("the claimed member of %s is gone after the shrink", h)
+		}
+	}
+}
+
+// TestDesktopPoolsFormsAdminsOnly: the pools page, which the peer (a
+// privileged caller, not an admin) may read, shows the create, resize
+// and delete forms to admins only: anyone else would get 403 from them.
+func TestDesktopPoolsFormsAdminsOnly(t *testing.T) {
+	for _, admin := range []bool{true, false} {
+		p := views.DesktopPools{Page: views.Page{Title: "Desktop pools", User: views.User{Display: "peer", Via: "peer", Admin: admin}}, MaxSize: vdi.MaxPoolSize,
+			Pools: []views.DesktopPoolAdmin{{ID: "vm/-/desk", Golden: "sim/lab/-/gold", Mode: "persistent", Size: 1,
+				Members: []views.DesktopMemberRow{{Desktop: "vm/-/desk-1", Ref: "sim/lab/-/desk-1", State: "stopped", Holder: "free"}}}}}
+		rec := httptest.NewRecorder()
+		if err := views.DesktopPoolsPage(p).Render(context.Background(), rec); err != nil {
+			t.Fatal(err)
+		}
+		d := doc(t, rec, http.StatusOK)
+		if d.Find(`[data-testid="member-row"]`).Length() != 1 {
+			t.Fatalf("admin %v: the pool's member is not shown", admin)
+		}
+		for _, form := range []string{"pool-create", "pool-resize-form", "pool-delete"} {
+			if n := d.Find(`[data-testid="` + form + `"]`).Length(); (n > 0) != admin {
+				t.Errorf("admin %v: %d %s", admin, n, form)
+			}
+		}
+		if v, _ := d.Find(`[data-testid="pool-resize-size"]`).Attr("max"); admin && v != "200" {
+			t.Errorf("the resize form's max = %q, want 200", v)
 		}
 	}
 }

@@ -30,7 +30,7 @@ func (s *server) desktopPoolsModel(r *http.Request, frag, notice string) (views.
 	if err != nil {
 		return views.DesktopPools{}, err
 	}
-	p := views.DesktopPools{Page: s.page(r.Context(), r, "Desktop pools", frag), Notice: notice}
+	p := views.DesktopPools{Page: s.page(r.Context(), r, "Desktop pools", frag), Notice: notice, MaxSize: vdi.MaxPoolSize}
 	for _, pl := range pools {
 		mode := "persistent"
 		if pl.Ephemeral {

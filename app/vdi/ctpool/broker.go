@@ -78,9 +78,6 @@ func (s *Seam) Summaries(ctx context.Context) ([]vdi.PoolSummary, error) {
 
 // Claim implements vdi.CTPools.
 func (s *Seam) Claim(ctx context.Context, pool vdi.PoolID, holder string) (vdi.Claim, error, error) {
-	if vdi.Reserved(holder) {
-		return vdi.Claim{}, nil, backends.Invalidf("%q cannot claim a desktop: it is empty or a reserved identity (corral-vdi/...)", holder)
-	}
 	m, d, err := s.find(ctx, pool.Namespace, pool.Pool)
 	if err != nil {
 		return vdi.Claim{}, nil, err
@@ -117,7 +114,9 @@ func (s *Seam) Get(ctx context.Context, d vdi.DesktopID) (vdi.Claim, error) {
 // Members implements vdi.CTPools. One claim (a desktop's answer) costs
 // its member's PVC and pod; more (a list) cost the lists of the members'
 // PVCs and pods of each namespace they are in. Neither reads the pools'
-// ConfigMaps: the member's objects say which cluster holds it.
+// ConfigMaps: the member's objects say which cluster holds it. A member
+// that could not be read (its cluster unreachable, a list refused) has
+// the reason in Err, and is never taken for Missing.
 func (s *Seam) Members(ctx context.Context, cs []vdi.Claim) []vdi.MemberView {
 	clusters := s.Clusters()
 	if len(cs) == 1 {
@@ -132,10 +131,15 @@ func (s *Seam) Members(ctx context.Context, cs []vdi.Claim) []vdi.MemberView {
 		byNS[c.Desktop.Namespace] = append(byNS[c.Desktop.Namespace], i)
 	}
 	found := make([]bool, len(cs))
+	unread := make([]error, len(cs)) // a cluster that may hold the member could not list it
 	for ns, idx := range byNS {
 		for _, cl := range clusters {
 			objs, err := s.manager(cl, ns).memberObjects(ctx)
 			if err != nil {
+				s.log().Warn("ctpool: members not listed", "context", cl.Context, "namespace", ns, "err", err)
+				for _, i := range idx {
+					unread[i] = err
+				}
 				continue
 			}
 			for _, i := range idx {
@@ -149,9 +153,14 @@ func (s *Seam) Members(ctx context.Context, cs []vdi.Claim) []vdi.MemberView {
 		}
 	}
 	// A member none of the clusters has is Missing where it must be when
-	// there is one cluster; with several, where is unknown.
+	// there is one cluster and it listed the namespace; with several,
+	// where is unknown.
 	for i := range cs {
-		if !found[i] && len(clusters) == 1 {
+		switch {
+		case found[i]:
+		case unread[i] != nil:
+			out[i].Err = unread[i]
+		case len(clusters) == 1:
 			out[i] = view(clusters[0], cs[i], observed{})
 		}
 	}
@@ -163,13 +172,21 @@ func (s *Seam) memberView(ctx context.Context, clusters []Cluster, c vdi.Claim) 
 	for _, cl := range clusters {
 		o, err := s.manager(cl, c.Desktop.Namespace).member(ctx, c.Pool, c.Desktop.Member)
 		if err != nil {
-			return vdi.MemberView{Phase: "Unknown"}
+			s.log().Warn("ctpool: member not read", "context", cl.Context, "desktop", c.Desktop.String(), "err", err)
+			return vdi.MemberView{Phase: "Unknown", Err: err}
 		}
 		if o.pvc != nil || o.pod != nil || len(clusters) == 1 {
 			return view(cl, c, o)
 		}
 	}
 	return vdi.MemberView{Phase: "Unknown"}
+}
+
+func (s *Seam) log() *slog.Logger {
+	if s.Log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return s.Log
 }
 
 // view is what the broker shows of c's member, o, in cluster cl.

@@ -34,9 +34,6 @@ type Claimed struct {
 // returns a Conflict "pool has no free members" with the desired, claimed
 // and unschedulable counts.
 func (m *Manager) Claim(ctx context.Context, pool, who string) (Claimed, error) {
-	if vdi.Reserved(who) {
-		return Claimed{}, backends.Invalidf("%q cannot claim a desktop: it is empty or a reserved identity (corral-vdi/...)", who)
-	}
 	d, err := m.Get(ctx, pool)
 	if err != nil {
 		return Claimed{}, err
@@ -44,7 +41,9 @@ func (m *Manager) Claim(ctx context.Context, pool, who string) (Claimed, error) 
 	return m.claimIn(ctx, d, who)
 }
 
-// claimIn is Claim in the pool d, already read.
+// claimIn is Claim in the pool d, already read. It is the one place
+// that refuses an empty or reserved identity (Claim and the seam's Claim
+// come here).
 func (m *Manager) claimIn(ctx context.Context, d Definition, who string) (Claimed, error) {
 	pool := d.Name
 	if vdi.Reserved(who) {
