@@ -5,7 +5,6 @@ import (
 
 	"github.com/corral-dev/corral/backends"
 	"github.com/corral-dev/corral/handlers/middleware"
-	"github.com/corral-dev/corral/views"
 )
 
 // tasksChanged is the HX-Trigger event after a mutation: the activity
@@ -44,24 +43,11 @@ func (s *server) vmPower(w http.ResponseWriter, r *http.Request, text, action st
 	if err != nil {
 		return err
 	}
-	ref, err := backends.ParseRef(t.Target)
-	if err != nil {
-		return err
-	}
-	if !isHTMX(r) {
-		http.Redirect(w, r, vmURL(ref), http.StatusSeeOther)
-		return nil
-	}
-	in, err := s.Instances.Get(r.Context(), ref.String())
-	if err != nil {
-		return err
-	}
-	sum := s.summaryFor(r, in)
-	label := actionLabels[backends.Action(t.Action)]
-	if in.Type == backends.TypeCT {
-		label = ctActionLabels[backends.Action(t.Action)]
-	}
-	sum.Notice = label + ": done."
-	w.Header().Set("HX-Trigger", tasksChanged)
-	return renderPage(w, r, http.StatusOK, views.SummaryView(sum), "")
+	return s.vmDone(w, r, t.Target, func(in backends.Instance) string {
+		label := actionLabels[backends.Action(t.Action)]
+		if in.Type == backends.TypeCT {
+			label = ctActionLabels[backends.Action(t.Action)]
+		}
+		return label + ": done."
+	})
 }
