@@ -195,6 +195,15 @@ func TestBrokerNamespaces(t *testing.T) {
 		t.Fatalf("sim claim after a pass serving \"-\": %v, want reclaimed", err)
 	}
 
+	// The broker's resize route (REST) does not reach it; the admin's
+	// resize (CLI, pools page) does.
+	if _, _, err := e.svc.StartResizePool(ctx, boss, "rest", "vm/-/desk", 3); !errors.Is(err, backends.ErrNotFound) {
+		t.Errorf("REST resize outside the namespaces = %v, want 404", err)
+	}
+	if r, err := e.svc.ResizePool(ctx, boss, "cli", "vm/-/desk", 3); err != nil || r.To != 3 {
+		t.Errorf("CLI resize outside the namespaces = %+v, %v", r, err)
+	}
+
 	// Unassign reaches a pool outside the namespaces.
 	bobs, err := e.svc.Assign(ctx, admin, "vm/-/desk", bob.Login)
 	if err != nil {
