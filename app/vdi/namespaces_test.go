@@ -165,8 +165,22 @@ func TestBrokerNamespaces(t *testing.T) {
 			t.Errorf("desktops (all=%v) = %+v, want only ct/desktops/web-1", who, ds)
 		}
 	}
+	// Its holder opens its consoles only as admins may; an admin does.
+	otherRef := backends.InstanceRef{Backend: backends.KindKubeVirt, Context: "k", Namespace: "other", Name: "web-1"}
+	for _, ref := range []backends.InstanceRef{simRef, otherRef} {
+		if holder, err := e.svc.ConsoleAccess(ctx, alice, ref); holder || !errors.Is(err, backends.ErrForbidden) {
+			t.Errorf("console access of the holder to %s = %v, %v; want 403", ref, holder, err)
+		}
+		if _, err := e.svc.ConsoleAccess(ctx, boss, ref); err != nil {
+			t.Errorf("console access of an admin to %s: %v", ref, err)
+		}
+	}
+	inRef := backends.InstanceRef{Backend: backends.KindKubeVirt, Context: "k", Namespace: "desktops", Name: "web-1"}
+	if holder, err := e.svc.ConsoleAccess(ctx, alice, inRef); !holder || err != nil {
+		t.Errorf("console access of the holder to %s = %v, %v; want granted", inRef, holder, err)
+	}
 	// The console of a desktop outside the namespaces is not counted.
-	e.svc.ConsoleOpened(backends.InstanceRef{Backend: backends.KindKubeVirt, Context: "k", Namespace: "other", Name: "web-1"})
+	e.svc.ConsoleOpened(otherRef)
 	e.svc.ConsoleOpened(simRef)
 	if updated, _, _ := ct.calls(); len(updated) != 0 {
 		t.Errorf("session marks on %v, want none", updated)
