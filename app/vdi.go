@@ -32,6 +32,9 @@ type VDIConfig struct {
 	// MaxSession is the maximum age of a claim (CORRAL_VDI_MAX_SESSION;
 	// default 0: none).
 	MaxSession time.Duration
+	// Namespaces are the namespaces whose pools the broker serves
+	// (CORRAL_VDI_NAMESPACES, comma-separated; default: every pool).
+	Namespaces []string
 }
 
 // parseVDI reads the CORRAL_VDI_* variables.
@@ -58,6 +61,10 @@ func parseVDI(getenv func(string) string) (VDIConfig, error) {
 		}
 		*d.dst = t
 	}
+	var err error
+	if c.Namespaces, err = vdi.ParseNamespaces(getenv("CORRAL_VDI_NAMESPACES")); err != nil {
+		return c, err
+	}
 	return c, nil
 }
 
@@ -66,7 +73,8 @@ func parseVDI(getenv func(string) string) (VDIConfig, error) {
 // CORRAL_VDI_BROKER=1.
 func (a *App) buildVDI() {
 	a.VDI = vdi.New(vdi.Options{Fleet: a.Fleet, Tasks: a.Tasks, Store: a.Store, Kube: a.kube,
-		Grace: a.cfg.VDI.Grace, MaxSession: a.cfg.VDI.MaxSession, Log: a.log, CT: a.ctPools(a.kube)})
+		Grace: a.cfg.VDI.Grace, MaxSession: a.cfg.VDI.MaxSession, Log: a.log, CT: a.ctPools(a.kube),
+		Namespaces: a.cfg.VDI.Namespaces})
 }
 
 // vdiBroker returns the broker for the routes, nil when it is off.

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +20,11 @@ func TestParseVDI(t *testing.T) {
 		{"bad broker", map[string]string{"CORRAL_VDI_BROKER": "yes"}, VDIConfig{}, "CORRAL_VDI_BROKER"},
 		{"bad grace", map[string]string{"CORRAL_VDI_DISCONNECT_GRACE": "15"}, VDIConfig{}, "CORRAL_VDI_DISCONNECT_GRACE"},
 		{"negative", map[string]string{"CORRAL_VDI_MAX_SESSION": "-1h"}, VDIConfig{}, "CORRAL_VDI_MAX_SESSION"},
+		{"namespaces", map[string]string{"CORRAL_VDI_NAMESPACES": " desktops, -,lab-2,desktops"},
+			VDIConfig{Grace: 15 * time.Minute, Namespaces: []string{"desktops", "-", "lab-2"}}, ""},
+		{"namespace not a label", map[string]string{"CORRAL_VDI_NAMESPACES": "desktops,Lab_2"}, VDIConfig{}, `"Lab_2" is not a namespace: accepted are DNS-1123 labels`},
+		{"namespace too long", map[string]string{"CORRAL_VDI_NAMESPACES": strings.Repeat("a", 64)}, VDIConfig{}, "CORRAL_VDI_NAMESPACES"},
+		{"empty namespace", map[string]string{"CORRAL_VDI_NAMESPACES": "desktops,,lab"}, VDIConfig{}, "an empty name; accepted are comma-separated namespaces"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg, err := ParseServe(nil, func(k string) string { return tc.env[k] })
@@ -28,7 +34,7 @@ func TestParseVDI(t *testing.T) {
 				}
 				return
 			}
-			if err != nil || cfg.VDI != tc.want {
+			if err != nil || !reflect.DeepEqual(cfg.VDI, tc.want) {
 				t.Fatalf("VDI = %+v, %v; want %+v", cfg.VDI, err, tc.want)
 			}
 		})

@@ -45,7 +45,7 @@ type Desktop struct {
 // BrokerPools returns the pools with their member, claimed and free
 // counts.
 func (s *Service) BrokerPools(ctx context.Context) ([]PoolSummary, error) {
-	ps, err := s.pools(ctx)
+	ps, err := s.servedPools(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -71,6 +71,11 @@ func (s *Service) BrokerPools(ctx context.Context) ([]PoolSummary, error) {
 // returns a Conflict when the pool has no free member.
 // surface names the caller's surface in the audit log ("rest", "dashboard").
 func (s *Service) Claim(ctx context.Context, who auth.Identity, surface, poolID string) (Desktop, error) {
+	if id, err := ParsePoolID(poolID); err == nil && !s.serves(id.Namespace) {
+		// Outside the broker's namespaces: as if absent.
+		spec := tasks.Spec{Action: "vdi claim", Target: poolID, Origin: tasks.Origin{Actor: who.Actor(), Surface: surface}}
+		return Desktop{}, s.opts.Tasks.Refused(ctx, spec, backends.NotFoundf("pool %s does not exist", id))
+	}
 	return s.claimFor(ctx, tasks.Origin{Actor: who.Actor(), Surface: surface}, who.Login, poolID)
 }
 
@@ -254,6 +259,9 @@ func (s *Service) held(ctx context.Context, who auth.Identity, desktop string) (
 	if err != nil {
 		return nil, Claim{}, backends.Invalidf("desktop %q: accepted is vm/NAMESPACE/MEMBER", desktop)
 	}
+	if !s.serves(d.Namespace) {
+		return nil, Claim{}, backends.NotFoundf("desktop %s is in no pool", d)
+	}
 	p, err := s.find(ctx, d)
 	if err != nil {
 		return nil, Claim{}, err
@@ -293,7 +301,7 @@ func (s *Service) Desktops(ctx context.Context, who auth.Identity, all bool) ([]
 	if all && !who.Admin {
 		return nil, backends.Forbiddenf("only admins may list every user's desktops")
 	}
-	ps, err := s.pools(ctx)
+	ps, err := s.servedPools(ctx)
 	if err != nil {
 		return nil, err
 	}

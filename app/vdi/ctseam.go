@@ -71,7 +71,12 @@ func (s *Service) ctPools(ctx context.Context, out []PoolSummary) []PoolSummary 
 		s.opts.Log.Warn("vdi: CT pools not listed", "err", err)
 		return out
 	}
-	return append(out, cts...)
+	for _, p := range cts {
+		if id, err := ParsePoolID(p.ID); err == nil && s.serves(id.Namespace) {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 func (s *Service) ctSeam() (CTPools, error) {
@@ -110,6 +115,9 @@ func (s *Service) ctHeld(ctx context.Context, who auth.Identity, desktop string)
 	d, err := ParseDesktopID(desktop)
 	if err != nil {
 		return nil, Claim{}, backends.Invalidf("desktop %q: accepted is ct/NAMESPACE/MEMBER", desktop)
+	}
+	if !s.serves(d.Namespace) {
+		return nil, Claim{}, backends.NotFoundf("desktop %s is not claimed: claim its pool", d)
 	}
 	ct, err := s.ctSeam()
 	if err != nil {
@@ -160,7 +168,7 @@ func (s *Service) ctDesktops(ctx context.Context, who auth.Identity, all bool, o
 		s.opts.Log.Warn("vdi: CT desktops not listed", "err", err)
 		return out
 	}
-	claims = slices.DeleteFunc(claims, func(c Claim) bool { return Reserved(c.Holder) || !all && c.Holder != who.Login })
+	claims = slices.DeleteFunc(s.servedClaims(claims), func(c Claim) bool { return Reserved(c.Holder) || !all && c.Holder != who.Login })
 	if len(claims) == 0 {
 		return out
 	}

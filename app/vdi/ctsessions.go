@@ -21,7 +21,7 @@ func (s *Service) ctPass(ctx context.Context) error {
 		return err
 	}
 	var errs []error
-	for _, c := range claims {
+	for _, c := range s.servedClaims(claims) { // other namespaces: left alone
 		if Reserved(c.Holder) {
 			continue // a release or the reconciler holds it
 		}

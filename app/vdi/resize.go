@@ -55,8 +55,14 @@ func (s *Service) ResizePool(ctx context.Context, who auth.Identity, surface, po
 
 // StartResizePool is ResizePool for the REST API: a growth, which clones,
 // runs in the background and the answer carries its task (started
-// reports it); a shrink, or no change, is done before it returns.
+// reports it); a shrink, or no change, is done before it returns. A
+// pool outside the broker's namespaces is NotFound, as on every broker
+// route; the CLI and the pools page (ResizePool) reach every pool.
 func (s *Service) StartResizePool(ctx context.Context, who auth.Identity, surface, poolID string, size int) (out Resize, started bool, err error) {
+	if id, perr := ParsePoolID(poolID); perr == nil && !s.serves(id.Namespace) {
+		spec := tasks.Spec{Action: "vdi pool resize", Target: poolID + " (size " + strconv.Itoa(size) + ")", Origin: tasks.Origin{Actor: who.Actor(), Surface: surface}}
+		return Resize{}, false, s.opts.Tasks.Refused(ctx, spec, backends.NotFoundf("pool %s does not exist", id))
+	}
 	out, err = s.resize(ctx, who, surface, poolID, size, true)
 	return out, err == nil && out.To > out.From, err
 }

@@ -58,6 +58,13 @@ type Options struct {
 	Log *slog.Logger
 	// CT serves the CT pools (app/vdi/ctpool); nil: VM pools only.
 	CT CTPools
+	// Namespaces are the namespaces whose pools the broker serves
+	// (CORRAL_VDI_NAMESPACES; "-" for the pools on backends without
+	// namespaces); none: every registered pool. The broker's routes, its
+	// desktops lists, the console session count and the policy loop leave
+	// the pools of other namespaces alone; the admin's pool commands,
+	// assign and unassign work on every pool (namespaces.go).
+	Namespaces []string
 }
 
 // DefaultGrace is the disconnect grace when none is configured.

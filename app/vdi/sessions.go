@@ -69,6 +69,8 @@ func (s *Service) ConsoleClosed(ref backends.InstanceRef) {
 // desktopOf maps an instance to its desktop: a VM pool member by its
 // registered ref, a CT pool member (ct/NAMESPACE/MEMBER) through the
 // CT seam.
+// A desktop outside the broker's namespaces is none: its consoles are
+// not counted and its holder has no console access as holder.
 func (s *Service) desktopOf(ref backends.InstanceRef) (DesktopID, bool) {
 	m, err := s.opts.Store.VDIMemberByRef(context.Background(), ref.String())
 	if err != nil {
@@ -77,10 +79,11 @@ func (s *Service) desktopOf(ref backends.InstanceRef) (DesktopID, bool) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		return s.opts.CT.Desktop(ctx, ref)
+		d, ok := s.opts.CT.Desktop(ctx, ref)
+		return d, ok && s.serves(d.Namespace)
 	}
 	d, err := ParseDesktopID(m.Desktop)
-	return d, err == nil
+	return d, err == nil && s.serves(d.Namespace)
 }
 
 // mark records a session mark on d's claim, kept in claims (nil: looked
@@ -135,7 +138,7 @@ func (s *Service) reclaimAt(c Claim, open int) (time.Time, string) {
 // process (the restart closed them), so its grace period starts now, in
 // full. A desktop already disconnected keeps its recorded time.
 func (s *Service) Recover(ctx context.Context) error {
-	ps, err := s.pools(ctx)
+	ps, err := s.servedPools(ctx)
 	if err != nil {
 		return err
 	}
@@ -151,7 +154,7 @@ func (s *Service) Recover(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		s.recover(claims)
+		s.recover(s.servedClaims(claims))
 	}
 	return nil
 }
@@ -171,13 +174,15 @@ func (s *Service) recover(claims []Claim) {
 	}
 }
 
-// Pass applies the policy once to every claim of every pool: a claim
+// Pass applies the policy once to every claim of every pool the broker
+// serves (Options.Namespaces; the others are neither renewed nor
+// reclaimed): a claim
 // past its maximum duration or its disconnect grace is reclaimed (as a
 // release, audited "vdi reclaim (REASON)" by corral-vdi/broker); every
 // other claim is renewed. A reclaim that fails keeps the claim, and the
 // next pass tries again.
 func (s *Service) Pass(ctx context.Context) error {
-	ps, err := s.pools(ctx)
+	ps, err := s.servedPools(ctx)
 	if err != nil {
 		return err
 	}
