@@ -139,10 +139,14 @@ func New(opts Options) (*Backend, error) {
 	}
 	cfg = rest.CopyConfig(cfg)
 	cfg.UserAgent = "corral"
-	// client-go's default of 5 requests a second throttles a dashboard
-	// that lists VMs and VMIs and acts on several at once.
+	// client-go's default of 5 requests a second (and the 50 with a burst
+	// of 100 this set before) throttles a burst of actions in this
+	// process: a bulk start of a folder, or 100 desktops claimed at once,
+	// each a few requests, waited 8 s for the client's own limiter
+	// (docs/performance.md, VDI claims). The API server's priority and
+	// fairness is what protects it from a client.
 	if cfg.QPS == 0 {
-		cfg.QPS, cfg.Burst = 50, 100
+		cfg.QPS, cfg.Burst = 500, 1000
 	}
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
