@@ -90,6 +90,7 @@ type Service struct {
 	// (a release and a reclaim of the same desktop).
 	opLocks map[DesktopID]*sync.Mutex
 	loads   singleflight.Group // VDIPool reads, by pool ID
+	labels  singleflight.Group // KubeVirt assignment-label Lists, by context and namespace (kubelabels.go)
 	hub     broadcast.Hub      // claims and pools changed (changes.go)
 }
 
